@@ -1,0 +1,61 @@
+// Package migrations owns the database schema: numbered SQL files, embedded in the binary and
+// applied in order, each once, by Apply (`kyapi migrate`).
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Apply runs every migration not yet recorded in schema_migrations, each in its own
+// transaction. Concurrent callers serialize on an advisory lock.
+func Apply(ctx context.Context, pool *pgxpool.Pool) (applied []string, err error) {
+	names, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(72100001)`); err != nil {
+		return nil, err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(72100001)`)
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		sql, err := files.ReadFile(name)
+		if err != nil {
+			return applied, err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, `INSERT INTO schema_migrations (name) VALUES ($1) ON CONFLICT DO NOTHING`, name)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return fmt.Errorf("migration %s: %w", name, err)
+			}
+			applied = append(applied, name)
+			return nil
+		})
+		if err != nil {
+			return applied, err
+		}
+	}
+	return applied, nil
+}
