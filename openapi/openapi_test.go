@@ -1,0 +1,96 @@
+package openapi_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+
+	"github.com/kyapi/kyapi/openapi"
+)
+
+func TestDocumentIsValidOpenAPI31WithVersion010(t *testing.T) {
+	doc, err := libopenapi.NewDocument(openapi.Document())
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	if got := doc.GetVersion(); got != "3.1.0" {
+		t.Errorf("openapi version = %q, want 3.1.0", got)
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatalf("build v3 model: %v", err)
+	}
+	if got := model.Model.Info.Version; got != "0.1.0" {
+		t.Errorf("info.version = %q, want 0.1.0", got)
+	}
+	if got := model.Model.Info.Title; got != "Kentucky Business Data API" {
+		t.Errorf("info.title = %q", got)
+	}
+
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("new validator: %v", errs)
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		for _, e := range verrs {
+			t.Errorf("document does not conform to the OpenAPI 3.1 schema: %v", e)
+		}
+	}
+}
+
+func TestDocumentDescribesEveryPublicPath(t *testing.T) {
+	doc, err := libopenapi.NewDocument(openapi.Document())
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatalf("build v3 model: %v", err)
+	}
+	want := []struct {
+		path    string
+		secured bool
+	}{
+		{"/api/data/places", true},
+		{"/api/data/places/{placeId}", true},
+		{"/api/data/places/{placeId}/menu", true},
+		{"/api/data/places/{placeId}/reviews", true},
+		{"/api/data/places/{placeId}/related", true},
+		{"/api/data/search", true},
+		{"/api/data/trending", true},
+		{"/api/data/hidden-gems", true},
+		{"/api/data/towns", true},
+		{"/api/data/events", true},
+		{"/openapi.json", false},
+		{"/healthz", false},
+	}
+	paths := model.Model.Paths.PathItems
+	if got := paths.Len(); got != len(want) {
+		t.Errorf("document has %d paths, want %d", got, len(want))
+	}
+	for _, w := range want {
+		item, ok := paths.Get(w.path)
+		if !ok || item.Get == nil {
+			t.Errorf("GET %s is missing", w.path)
+			continue
+		}
+		secured := len(item.Get.Security) > 0
+		if secured != w.secured {
+			t.Errorf("GET %s secured = %v, want %v", w.path, secured, w.secured)
+		}
+		if w.secured && item.Get.Responses.Codes.GetOrZero("200").Headers.GetOrZero("X-Credits-Remaining") == nil {
+			t.Errorf("GET %s 200 does not declare X-Credits-Remaining", w.path)
+		}
+	}
+}
+
+func TestDocumentReturnsACopy(t *testing.T) {
+	a := openapi.Document()
+	a[0] = 'x'
+	var v map[string]any
+	if err := json.Unmarshal(openapi.Document(), &v); err != nil {
+		t.Fatalf("document changed by a caller's write: %v", err)
+	}
+}
