@@ -1,0 +1,430 @@
+// Package bleveindex is the embedded place index: full text in a bleve index
+// on local disk, geo search in an in-memory grid built from the same documents.
+//
+// The index lives under one directory holding generations (gen-000001, ...)
+// and a CURRENT file naming the live one. Rebuild fills a new generation
+// beside the live one and commits by rewriting CURRENT, so a restart always
+// opens a complete generation.
+package bleveindex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("bleveindex: index is closed")
+
+const (
+	currentFile = "CURRENT"
+	genPrefix   = "gen-"
+	// loadPage is how many stored documents Open reads per request while
+	// building the grid; large enough to be quick, small enough to stay lean.
+	loadPage = 5000
+)
+
+var _ placeindex.Index = (*Index)(nil)
+
+// Index is the embedded place index. It is safe for concurrent use.
+type Index struct {
+	dir string
+
+	rebuildMu sync.Mutex // one Rebuild at a time
+
+	// mu guards cur. Queries hold it shared for their whole run, so the swap
+	// at the end of a Rebuild never closes a generation under a reader.
+	mu  sync.RWMutex
+	cur *generation
+}
+
+// generation is one complete copy of the index: a bleve index for full text,
+// and in memory the grid of its located places and the ranking of all places.
+type generation struct {
+	name    string
+	bleve   bleve.Index
+	points  *grid
+	ranking *ranking
+	// writeMu keeps the bleve batch and the memory updates of one Upsert
+	// together, so concurrent Upserts cannot apply in different orders.
+	writeMu sync.Mutex
+}
+
+// Open opens the place index stored under dir, creating an empty one when dir
+// holds none. Generations left over from an interrupted Rebuild are removed.
+func Open(dir string) (*Index, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bleveindex: %w", err)
+	}
+	name, err := readCurrent(dir)
+	if err != nil {
+		return nil, err
+	}
+	var g *generation
+	if name == "" {
+		name = genName(1)
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return nil, fmt.Errorf("bleveindex: %w", err)
+		}
+		if g, err = createGeneration(dir, name); err != nil {
+			return nil, err
+		}
+		if err := writeCurrent(dir, name); err != nil {
+			g.close()
+			return nil, err
+		}
+	} else if g, err = openGeneration(dir, name); err != nil {
+		return nil, err
+	}
+	if err := removeOtherGenerations(dir, name); err != nil {
+		g.close()
+		return nil, err
+	}
+	return &Index{dir: dir, cur: g}, nil
+}
+
+// Dir is the directory the index is stored under.
+func (x *Index) Dir() string { return x.dir }
+
+// Close closes the live generation. Closing twice is harmless.
+func (x *Index) Close() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.cur == nil {
+		return nil
+	}
+	err := x.cur.close()
+	x.cur = nil
+	return err
+}
+
+// live runs f on the live generation while holding it open.
+func (x *Index) live(f func(g *generation) error) error {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.cur == nil {
+		return ErrClosed
+	}
+	return f(x.cur)
+}
+
+// Upsert implements placeindex.Index.
+func (x *Index) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
+	return x.live(func(g *generation) error { return g.Upsert(ctx, docs, deleteIDs, checkpoint) })
+}
+
+// Checkpoint implements placeindex.Index.
+func (x *Index) Checkpoint(ctx context.Context) (string, error) {
+	var cp string
+	err := x.live(func(g *generation) error {
+		v, err := g.bleve.GetInternal([]byte(checkpointKey))
+		cp = string(v)
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("bleveindex: reading checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+// List implements placeindex.Index.
+func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Result, error) {
+	var res placeindex.Result
+	err := x.live(func(g *generation) error {
+		var err error
+		res, err = g.list(ctx, q)
+		return err
+	})
+	return res, err
+}
+
+// Near implements placeindex.Index.
+func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Result, error) {
+	var res placeindex.Result
+	err := x.live(func(g *generation) error {
+		res = g.points.near(q)
+		return nil
+	})
+	return res, err
+}
+
+// Rebuild implements placeindex.Index. The new generation is committed by
+// rewriting CURRENT; only then do readers switch to it and the old one is
+// deleted.
+func (x *Index) Rebuild(ctx context.Context, fill func(w placeindex.Writer) error) error {
+	x.rebuildMu.Lock()
+	defer x.rebuildMu.Unlock()
+
+	x.mu.RLock()
+	if x.cur == nil {
+		x.mu.RUnlock()
+		return ErrClosed
+	}
+	n, err := genNumber(x.cur.name)
+	x.mu.RUnlock()
+	if err != nil {
+		return err
+	}
+	name := genName(n + 1)
+	path := filepath.Join(x.dir, name)
+	if err := os.RemoveAll(path); err != nil {
+		return fmt.Errorf("bleveindex: %w", err)
+	}
+	next, err := createGeneration(x.dir, name)
+	if err != nil {
+		return err
+	}
+	abandon := func(cause error) error {
+		next.close()
+		if err := os.RemoveAll(path); err != nil {
+			return errors.Join(cause, fmt.Errorf("bleveindex: removing abandoned generation: %w", err))
+		}
+		return cause
+	}
+	if err := fill(writer{next}); err != nil {
+		return abandon(fmt.Errorf("bleveindex: rebuild: %w", err))
+	}
+	if err := ctx.Err(); err != nil {
+		return abandon(fmt.Errorf("bleveindex: rebuild: %w", err))
+	}
+
+	x.mu.Lock()
+	if x.cur == nil {
+		x.mu.Unlock()
+		return abandon(ErrClosed)
+	}
+	if err := writeCurrent(x.dir, name); err != nil {
+		x.mu.Unlock()
+		return abandon(err)
+	}
+	old := x.cur
+	x.cur = next
+	x.mu.Unlock()
+
+	// The swap is committed; failing to clean up the old generation only
+	// leaves a directory that the next Open removes.
+	closeErr := old.close()
+	removeErr := os.RemoveAll(filepath.Join(x.dir, old.name))
+	if err := errors.Join(closeErr, removeErr); err != nil {
+		return fmt.Errorf("bleveindex: rebuild committed, removing old generation: %w", err)
+	}
+	return nil
+}
+
+// writer hands a generation being rebuilt to fill without exposing queries on it.
+type writer struct{ g *generation }
+
+func (w writer) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
+	return w.g.Upsert(ctx, docs, deleteIDs, checkpoint)
+}
+
+func createGeneration(dir, name string) (*generation, error) {
+	m, err := newMapping()
+	if err != nil {
+		return nil, fmt.Errorf("bleveindex: mapping: %w", err)
+	}
+	b, err := bleve.New(filepath.Join(dir, name), m)
+	if err != nil {
+		return nil, fmt.Errorf("bleveindex: creating %s: %w", name, err)
+	}
+	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking()}, nil
+}
+
+func openGeneration(dir, name string) (*generation, error) {
+	b, err := bleve.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, fmt.Errorf("bleveindex: opening %s: %w", name, err)
+	}
+	g := &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking()}
+	if err := g.loadMemory(); err != nil {
+		g.close()
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *generation) close() error { return g.bleve.Close() }
+
+// Upsert writes one batch, checkpoint included, in a single bleve batch and
+// then mirrors it into the grid. Deletes apply after docs.
+func (g *generation) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	g.writeMu.Lock()
+	defer g.writeMu.Unlock()
+	b := g.bleve.NewBatch()
+	for _, d := range docs {
+		if d.PlaceID == "" {
+			return errors.New("bleveindex: upsert: doc without PlaceID")
+		}
+		if err := b.Index(d.PlaceID, document(d)); err != nil {
+			return fmt.Errorf("bleveindex: upsert %s: %w", d.PlaceID, err)
+		}
+	}
+	for _, id := range deleteIDs {
+		b.Delete(id)
+	}
+	b.SetInternal([]byte(checkpointKey), []byte(checkpoint))
+	if err := g.bleve.Batch(b); err != nil {
+		return fmt.Errorf("bleveindex: upsert: %w", err)
+	}
+	g.points.apply(docs, deleteIDs)
+	g.ranking.apply(docs, deleteIDs)
+	return nil
+}
+
+func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeindex.Result, error) {
+	limit, offset := placeindex.Page(q.Limit, q.Offset)
+	var filter query.Query
+	if q.TownPrefix != "" {
+		p := bleve.NewPrefixQuery(q.TownPrefix)
+		p.SetField(fieldTownSlug)
+		filter = p
+	}
+	text, err := textQuery(g.bleve.Mapping(), q.Q)
+	if err != nil {
+		return placeindex.Result{}, fmt.Errorf("bleveindex: %w", err)
+	}
+	if text == nil {
+		return g.ranking.list(q.TownPrefix, limit, offset), nil
+	}
+
+	// The town is a filter so that it narrows matches without adding to their score.
+	root := bleve.NewBooleanQuery()
+	root.AddMust(text)
+	root.AddFilter(filter)
+	req := bleve.NewSearchRequestOptions(root, limit, offset, false)
+	req.SortBy([]string{"-_score", fieldPlaceID})
+	res, err := g.bleve.SearchInContext(ctx, req)
+	if err != nil {
+		return placeindex.Result{}, fmt.Errorf("bleveindex: list: %w", err)
+	}
+	hits := make([]placeindex.Hit, len(res.Hits))
+	for i, h := range res.Hits {
+		hits[i] = placeindex.Hit{PlaceID: h.ID}
+	}
+	return placeindex.Result{Hits: hits, Total: int(res.Total)}, nil
+}
+
+// loadMemory fills the grid and the ranking from the stored documents,
+// paging through them in place_id order.
+func (g *generation) loadMemory() error {
+	fields := []string{fieldCategory, fieldLat, fieldLng, fieldTownSlug, fieldRatingCount}
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), loadPage, 0, false)
+		req.Fields = fields
+		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SetSearchAfter(after)
+		}
+		res, err := g.bleve.Search(req)
+		if err != nil {
+			return fmt.Errorf("bleveindex: loading %s: %w", g.name, err)
+		}
+		for _, h := range res.Hits {
+			town, _ := h.Fields[fieldTownSlug].(string)
+			rating, _ := h.Fields[fieldRatingCount].(float64)
+			g.ranking.put(ranked{id: h.ID, town: town, rating: int(rating)})
+			lat, okLat := h.Fields[fieldLat].(float64)
+			lng, okLng := h.Fields[fieldLng].(float64)
+			if !okLat || !okLng {
+				continue
+			}
+			category, _ := h.Fields[fieldCategory].(string)
+			g.points.put(point{id: h.ID, lat: lat, lng: lng, category: category})
+		}
+		if len(res.Hits) < loadPage {
+			return nil
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
+	}
+}
+
+func genName(n int) string { return fmt.Sprintf("%s%06d", genPrefix, n) }
+
+func genNumber(name string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(name, genPrefix))
+	if err != nil || !strings.HasPrefix(name, genPrefix) {
+		return 0, fmt.Errorf("bleveindex: bad generation name %q", name)
+	}
+	return n, nil
+}
+
+func readCurrent(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, currentFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("bleveindex: %w", err)
+	}
+	name := strings.TrimSpace(string(b))
+	if _, err := genNumber(name); err != nil {
+		return "", err
+	}
+	return name, nil
+}
+
+// writeCurrent replaces CURRENT atomically: write a temporary file, sync it,
+// rename it over the old one and sync the directory.
+func writeCurrent(dir, name string) error {
+	tmp := filepath.Join(dir, currentFile+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("bleveindex: %w", err)
+	}
+	_, err = f.WriteString(name + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, currentFile))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("bleveindex: writing %s: %w", currentFile, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func removeOtherGenerations(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("bleveindex: %w", err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), genPrefix) && e.Name() != keep {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("bleveindex: removing stale %s: %w", e.Name(), err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,195 @@
+package bleveindex
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/keyword"
+	"github.com/blevesearch/bleve/v2/analysis/char/asciifolding"
+	"github.com/blevesearch/bleve/v2/analysis/token/edgengram"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search/query"
+
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// Field names in the bleve documents.
+const (
+	fieldPlaceID     = "place_id"
+	fieldTownSlug    = "town_slug"
+	fieldCategory    = "category"
+	fieldRatingCount = "rating_count"
+	fieldLat         = "lat"
+	fieldLng         = "lng"
+	// Edge n-grams of the words of name, category and description make
+	// "bourb" an exact term lookup instead of a prefix scan over the dictionary.
+	fieldNameGrams        = "name_ng"
+	fieldCategoryGrams    = "category_ng"
+	fieldDescriptionGrams = "description_ng"
+	// Whole words of all three, for an exact-word bonus and for query words
+	// longer than maxGram, which no n-gram covers.
+	fieldWords = "words"
+)
+
+const (
+	analyzerWords = "place_words"
+	analyzerGrams = "place_grams"
+	maxGram       = 20
+)
+
+// Relevance weights: a word in the name says more about a place than one in
+// its category, and that more than one in its description.
+const (
+	boostName        = 3.0
+	boostCategory    = 1.5
+	boostDescription = 1.0
+	boostWholeWord   = 1.0
+)
+
+const checkpointKey = "placeindex.checkpoint"
+
+func newMapping() (mapping.IndexMapping, error) {
+	m := bleve.NewIndexMapping()
+	// Only letters and digits make words, so "food.restaurant.bbq" and
+	// "Bar-B-Q" split into words exactly as placeindex.Words splits a query.
+	if err := m.AddCustomTokenizer("place_letters", map[string]any{
+		"type":   regexp.Name,
+		"regexp": `[\p{L}\p{N}]+`,
+	}); err != nil {
+		return nil, err
+	}
+	if err := m.AddCustomTokenFilter("place_edge", map[string]any{
+		"type": edgengram.Name,
+		"back": false,
+		"min":  1.0,
+		"max":  float64(maxGram),
+	}); err != nil {
+		return nil, err
+	}
+	if err := m.AddCustomAnalyzer(analyzerWords, map[string]any{
+		"type":          custom.Name,
+		"char_filters":  []any{asciifolding.Name},
+		"tokenizer":     "place_letters",
+		"token_filters": []any{lowercase.Name},
+	}); err != nil {
+		return nil, err
+	}
+	if err := m.AddCustomAnalyzer(analyzerGrams, map[string]any{
+		"type":          custom.Name,
+		"char_filters":  []any{asciifolding.Name},
+		"tokenizer":     "place_letters",
+		"token_filters": []any{lowercase.Name, "place_edge"},
+	}); err != nil {
+		return nil, err
+	}
+
+	keywordField := func(store bool) *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Analyzer = keyword.Name
+		f.Store = store
+		f.IncludeInAll = false
+		f.IncludeTermVectors = false
+		return f
+	}
+	textField := func(analyzer string) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = analyzer
+		f.Store = false
+		f.IncludeInAll = false
+		f.IncludeTermVectors = false
+		f.DocValues = false
+		return f
+	}
+	storedNumber := func(indexed bool) *mapping.FieldMapping {
+		f := bleve.NewNumericFieldMapping()
+		f.Store = true
+		f.Index = indexed
+		f.DocValues = indexed
+		f.IncludeInAll = false
+		return f
+	}
+
+	doc := bleve.NewDocumentStaticMapping()
+	doc.AddFieldMappingsAt(fieldPlaceID, keywordField(false))
+	doc.AddFieldMappingsAt(fieldTownSlug, keywordField(true))
+	category := keywordField(true)
+	category.Index = false
+	category.DocValues = false
+	doc.AddFieldMappingsAt(fieldCategory, category)
+	doc.AddFieldMappingsAt(fieldRatingCount, storedNumber(true))
+	doc.AddFieldMappingsAt(fieldLat, storedNumber(false))
+	doc.AddFieldMappingsAt(fieldLng, storedNumber(false))
+	doc.AddFieldMappingsAt(fieldNameGrams, textField(analyzerGrams))
+	doc.AddFieldMappingsAt(fieldCategoryGrams, textField(analyzerGrams))
+	doc.AddFieldMappingsAt(fieldDescriptionGrams, textField(analyzerGrams))
+	doc.AddFieldMappingsAt(fieldWords, textField(analyzerWords))
+	m.DefaultMapping = doc
+	m.DefaultAnalyzer = analyzerWords
+	m.StoreDynamic = false
+	m.IndexDynamic = false
+	m.DocValuesDynamic = false
+	return m, nil
+}
+
+// document is the bleve document for d. Fields left empty are left out, so
+// a place without a town or location simply has no such field.
+func document(d placeindex.Doc) map[string]any {
+	doc := map[string]any{
+		fieldPlaceID:          d.PlaceID,
+		fieldCategory:         d.Category,
+		fieldRatingCount:      float64(d.RatingCount),
+		fieldNameGrams:        d.Name,
+		fieldCategoryGrams:    d.Category,
+		fieldDescriptionGrams: d.Description,
+		fieldWords:            d.Name + " " + d.Category + " " + d.Description,
+	}
+	if d.TownSlug != "" {
+		doc[fieldTownSlug] = d.TownSlug
+	}
+	if d.Location != nil {
+		doc[fieldLat] = d.Location.Lat
+		doc[fieldLng] = d.Location.Lng
+	}
+	return doc
+}
+
+// textQuery turns q into one clause per word, all of which must match; a word
+// matches when it prefixes a word of the name, category or description. It
+// returns nil when q holds no words at all.
+func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
+	analyzer := m.AnalyzerNamed(analyzerWords)
+	if analyzer == nil {
+		return nil, fmt.Errorf("analyzer %s missing from index mapping", analyzerWords)
+	}
+	tokens := analyzer.Analyze([]byte(q))
+	if len(tokens) == 0 {
+		return nil, nil
+	}
+	words := make([]query.Query, 0, len(tokens))
+	for _, tok := range tokens {
+		word := string(tok.Term)
+		if utf8.RuneCountInString(word) > maxGram {
+			p := bleve.NewPrefixQuery(word)
+			p.SetField(fieldWords)
+			words = append(words, p)
+			continue
+		}
+		term := func(field string, boost float64) query.Query {
+			t := bleve.NewTermQuery(word)
+			t.SetField(field)
+			t.SetBoost(boost)
+			return t
+		}
+		words = append(words, bleve.NewDisjunctionQuery(
+			term(fieldNameGrams, boostName),
+			term(fieldCategoryGrams, boostCategory),
+			term(fieldDescriptionGrams, boostDescription),
+			term(fieldWords, boostWholeWord),
+		))
+	}
+	return bleve.NewConjunctionQuery(words...), nil
+}

@@ -1,0 +1,70 @@
+package elasticindex
+
+// indexBody creates one concrete generation of the place index.
+//
+// Words are runs of letters and digits (so "food.restaurant.bbq" is three
+// words), lowercased and folded to ASCII. Every text field has a ".grams"
+// subfield of edge n-grams of its words, so a query word is a plain term
+// lookup that matches any word it prefixes; words longer than maxGram fall
+// back to match_bool_prefix on the whole-word fields.
+//
+// One shard keeps relevance statistics, and so the order of equal-looking
+// hits, identical to what a single-node test sees. max_result_window covers
+// the read API's deepest page (offset 10000 + limit 100).
+const indexBody = `{
+  "settings": {
+    "index": {"number_of_shards": 1, "max_result_window": 20000},
+    "analysis": {
+      "tokenizer": {"place_letters": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
+      "filter": {"place_edge": {"type": "edge_ngram", "min_gram": 1, "max_gram": 20}},
+      "analyzer": {
+        "place_words": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding"]},
+        "place_grams": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_edge"]}
+      }
+    }
+  },
+  "mappings": {
+    "dynamic": "strict",
+    "properties": {
+      "place_id": {"type": "keyword"},
+      "town_slug": {"type": "keyword"},
+      "rating_count": {"type": "integer"},
+      "location": {"type": "geo_point"},
+      "name": {
+        "type": "text", "analyzer": "place_words",
+        "fields": {"grams": {"type": "text", "analyzer": "place_grams", "search_analyzer": "place_words"}}
+      },
+      "category": {
+        "type": "keyword",
+        "fields": {
+          "words": {"type": "text", "analyzer": "place_words"},
+          "grams": {"type": "text", "analyzer": "place_grams", "search_analyzer": "place_words"}
+        }
+      },
+      "description": {
+        "type": "text", "analyzer": "place_words",
+        "fields": {"grams": {"type": "text", "analyzer": "place_grams", "search_analyzer": "place_words"}}
+      }
+    }
+  }
+}`
+
+// maxGram is the longest edge n-gram indexed; it must match place_edge above.
+const maxGram = 20
+
+// checkpointIndexBody creates the small index holding one checkpoint document
+// per generation, keyed by the generation's concrete index name.
+const checkpointIndexBody = `{
+  "settings": {"index": {"number_of_shards": 1}},
+  "mappings": {"dynamic": false, "properties": {"checkpoint": {"type": "keyword", "index": false}}}
+}`
+
+// Relevance weights: a word in the name says more about a place than one in
+// its category, and that more than one in its description. Whole-word fields
+// add a bonus over a bare prefix match.
+const (
+	boostName        = 3.0
+	boostCategory    = 1.5
+	boostDescription = 1.0
+	boostWholeWord   = 1.0
+)

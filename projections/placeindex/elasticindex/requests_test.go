@@ -1,0 +1,166 @@
+package elasticindex_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/projections/placeindex/elasticindex"
+)
+
+// fakeES records the requests the adapter sends and answers each with a
+// canned body. It checks what the adapter asks for, not what Elasticsearch
+// does with it; the contract suite covers that against a real server.
+type fakeES struct {
+	mu       sync.Mutex
+	requests []string          // "METHOD /path"
+	bodies   map[string]string // last body per "METHOD /path"
+}
+
+func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	key := r.Method + " " + r.URL.Path
+	f.mu.Lock()
+	f.requests = append(f.requests, key)
+	f.bodies[key] = string(body)
+	f.mu.Unlock()
+
+	w.Header().Set("X-Elastic-Product", "Elasticsearch")
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == http.MethodHead:
+		w.WriteHeader(http.StatusOK)
+	case key == "GET /_alias/places":
+		io.WriteString(w, `{"places-3":{"aliases":{"places":{}}}}`)
+	case strings.HasSuffix(r.URL.Path, "/_search"):
+		io.WriteString(w, `{"took":1,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},
+			"hits":{"total":{"value":42,"relation":"eq"},"hits":[
+			{"_index":"places-3","_id":"p-near","_score":null,"_source":{"location":{"lat":38.05,"lon":-84.5}},"sort":[1.0766,"p-near"]}]}}`)
+	case strings.HasSuffix(r.URL.Path, "/_bulk"):
+		io.WriteString(w, `{"took":1,"errors":false,"items":[]}`)
+	case strings.HasPrefix(r.URL.Path, "/places-checkpoint/_doc/"):
+		io.WriteString(w, `{"_index":"places-checkpoint","_id":"x","_version":1,"result":"created","_seq_no":0,"_primary_term":1,"_shards":{"total":1,"successful":1,"failed":0}}`)
+	case strings.HasSuffix(r.URL.Path, "/_refresh"):
+		io.WriteString(w, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
+	default:
+		io.WriteString(w, `{"acknowledged":true,"shards_acknowledged":true,"index":"x"}`)
+	}
+}
+
+func openFake(t *testing.T) (*elasticindex.Index, *fakeES) {
+	t.Helper()
+	f := &fakeES{bodies: map[string]string{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	idx, err := elasticindex.Open(context.Background(), srv.URL, "places")
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	f.requests = nil
+	return idx, f
+}
+
+func TestNearAsksForAnArcDistanceFilterAndSortInKilometres(t *testing.T) {
+	idx, f := openFake(t)
+	center := placeindex.GeoPoint{Lat: 38.0406, Lng: -84.5037}
+	res, err := idx.Near(context.Background(), placeindex.GeoQuery{Center: center, RadiusKm: 5, CategoryPrefix: "food", ExcludeID: "p-self", Limit: 10, Offset: 20})
+	if err != nil {
+		t.Fatalf("Near: %v", err)
+	}
+	var body struct {
+		Query struct {
+			Bool struct {
+				Filter  []map[string]json.RawMessage
+				MustNot []map[string]json.RawMessage `json:"must_not"`
+			}
+		}
+		Sort           []map[string]json.RawMessage
+		From, Size     int
+		TrackTotalHits bool `json:"track_total_hits"`
+	}
+	raw := f.bodies["POST /places/_search"]
+	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+		t.Fatalf("search body %q: %v", raw, err)
+	}
+	for _, want := range []string{`"distance":"5km"`, `"distance_type":"arc"`, `"location":{"lat":38.0406,"lon":-84.5037}`, `"unit":"km"`,
+		`{"term":{"category":{"value":"food"}}}`, `{"prefix":{"category":{"value":"food."}}}`, `{"ids":{"values":["p-self"]}}`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("search body lacks %s:\n%s", want, raw)
+		}
+	}
+	if len(body.Sort) != 2 || body.Sort[0]["_geo_distance"] == nil || body.Sort[1]["place_id"] == nil {
+		t.Errorf("sort = %s, want _geo_distance then place_id", raw)
+	}
+	if body.From != 20 || body.Size != 10 || !body.TrackTotalHits {
+		t.Errorf("from/size/track_total_hits = %d/%d/%v, want 20/10/true", body.From, body.Size, body.TrackTotalHits)
+	}
+	want := placeindex.DistanceKm(center, placeindex.GeoPoint{Lat: 38.05, Lng: -84.5})
+	if res.Total != 42 || len(res.Hits) != 1 || res.Hits[0].PlaceID != "p-near" || math.Abs(res.Hits[0].DistanceKm-want) > 1e-9 {
+		t.Errorf("result = %+v, want p-near at %v km of 42", res, want)
+	}
+}
+
+func TestListWithQAsksForEveryWordAsAPrefixAndSortsByScore(t *testing.T) {
+	idx, f := openFake(t)
+	if _, err := idx.List(context.Background(), placeindex.ListQuery{Q: "Bourb tasting", TownPrefix: "lex", Limit: 20}); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	raw := f.bodies["POST /places/_search"]
+	for _, want := range []string{`"name.grams":{"boost":3,"operator":"and","query":"bourb"}`, `"description.grams":{"boost":1,"operator":"and","query":"tasting"}`,
+		`"filter":[{"prefix":{"town_slug":{"value":"lex"}}}]`, `{"_score":{"order":"desc"}}`, `{"place_id":{"order":"asc"}}`, `"_source":false`} {
+		if !strings.Contains(raw, want) {
+			t.Errorf("search body lacks %s:\n%s", want, raw)
+		}
+	}
+}
+
+func TestRebuildFillsRefreshesThenMovesTheAliasAndDropsTheOldGeneration(t *testing.T) {
+	idx, f := openFake(t)
+	ctx := context.Background()
+	err := idx.Rebuild(ctx, func(w placeindex.Writer) error {
+		return w.Upsert(ctx, []placeindex.Doc{{PlaceID: "p1", Name: "One", Category: "food", Location: &placeindex.GeoPoint{Lat: 38, Lng: -84}}}, []string{"p0"}, "cp-9")
+	})
+	if err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	want := []string{
+		"DELETE /places-4",
+		"PUT /places-4",
+		"POST /places-4/_bulk",
+		"PUT /places-checkpoint/_doc/places-4",
+		"POST /places-4/_refresh",
+		"POST /_aliases",
+		"DELETE /places-3",
+		"DELETE /places-checkpoint/_doc/places-3",
+	}
+	if !slices.Equal(f.requests, want) {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(f.requests, "\n"), strings.Join(want, "\n"))
+	}
+	if got := f.bodies["POST /_aliases"]; got != `{"actions":[{"remove":{"alias":"places","index":"places-3"}},{"add":{"alias":"places","index":"places-4"}}]}` {
+		t.Errorf("aliases body = %s", got)
+	}
+	bulk := f.bodies["POST /places-4/_bulk"]
+	for _, want := range []string{`{"index":{"_id":"p1"}}`, `"location":{"lat":38,"lon":-84}`, `{"delete":{"_id":"p0"}}`} {
+		if !strings.Contains(bulk, want) {
+			t.Errorf("bulk body lacks %s:\n%s", want, bulk)
+		}
+	}
+	if !strings.Contains(f.bodies["PUT /places-checkpoint/_doc/places-4"], `"checkpoint":"cp-9"`) {
+		t.Errorf("checkpoint body = %s", f.bodies["PUT /places-checkpoint/_doc/places-4"])
+	}
+	f.requests = nil
+	if err := idx.Upsert(ctx, nil, []string{"p1"}, "cp-10"); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
+	if len(f.requests) == 0 || f.requests[0] != "POST /places-4/_bulk" {
+		t.Errorf("upsert after rebuild went to %v, want the new generation places-4", f.requests)
+	}
+}

@@ -1,0 +1,138 @@
+// Package placeindex defines the place index: the read model that answers the
+// read API's place list (town prefix and full-text q) and geo search (radius
+// around a point, nearest first). It is a projection of catalog events; the
+// adapters in bleveindex (embedded) and elasticindex (Elasticsearch) implement
+// Index, and placeindextest holds the contract suite both must pass.
+package placeindex
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// EarthRadiusKm is the mean earth radius used for every distance the index
+// reports, so that the read API and the adapters agree to the millimetre.
+const EarthRadiusKm = 6371.0088
+
+// DefaultLimit is the page size used when a query leaves Limit at zero.
+const DefaultLimit = 20
+
+// GeoPoint is a WGS84 coordinate in degrees.
+type GeoPoint struct{ Lat, Lng float64 }
+
+// Doc is everything the index needs to know about one place.
+type Doc struct {
+	PlaceID     string
+	Name        string
+	Category    string // namespaced, e.g. "food.restaurant.bbq"
+	Description string
+	TownSlug    string    // may be ""
+	Location    *GeoPoint // nil when the place has no coordinates (never matches geo search)
+	RatingCount int
+}
+
+// ListQuery selects places for the place list.
+type ListQuery struct {
+	TownPrefix    string // canonical slug prefix ("" = any town); matches TownSlug by prefix
+	Q             string // full text: "" = no text filter
+	Limit, Offset int
+}
+
+// GeoQuery selects places within a radius of a point.
+type GeoQuery struct {
+	Center         GeoPoint
+	RadiusKm       float64
+	CategoryPrefix string // "" = any; else Category must equal it or start with CategoryPrefix+"."
+	ExcludeID      string // place to leave out ("" = none)
+	Limit, Offset  int
+}
+
+// Hit is one matching place.
+type Hit struct {
+	PlaceID    string
+	DistanceKm float64 // only set by Near
+}
+
+// Result is one page of matches.
+type Result struct {
+	Hits  []Hit
+	Total int // all matches before limit/offset
+}
+
+// Index is the place index. Implementations are safe for concurrent use.
+type Index interface {
+	// Upsert writes docs and deletes ids, and stores checkpoint with them
+	// (atomically where the backend allows; re-applying the same batch must be harmless).
+	Upsert(ctx context.Context, docs []Doc, deleteIDs []string, checkpoint string) error
+	// Checkpoint returns the checkpoint stored by the last Upsert; "" when empty/new.
+	Checkpoint(ctx context.Context) (string, error)
+	// List answers the place list: with Q ordered by relevance (ties: PlaceID),
+	// without Q by RatingCount desc then PlaceID.
+	List(ctx context.Context, q ListQuery) (Result, error)
+	// Near answers geo search: places within RadiusKm of Center, nearest first
+	// (ties: PlaceID), each with its exact haversine DistanceKm.
+	Near(ctx context.Context, q GeoQuery) (Result, error)
+	// Rebuild fills a brand-new generation of the index through fill and then
+	// swaps it in atomically; readers see the old generation until the swap,
+	// never a half-built one. Upserts to the live index while fill runs are not
+	// carried over: fill must write everything up to the checkpoint it stores.
+	Rebuild(ctx context.Context, fill func(w Writer) error) error
+	Close() error
+}
+
+// Writer receives the documents of a generation being rebuilt.
+type Writer interface {
+	Upsert(ctx context.Context, docs []Doc, deleteIDs []string, checkpoint string) error
+}
+
+// DistanceKm is the great-circle (haversine) distance between a and b in km.
+func DistanceKm(a, b GeoPoint) float64 {
+	const rad = math.Pi / 180
+	lat1, lat2 := a.Lat*rad, b.Lat*rad
+	dLat := lat2 - lat1
+	dLng := (b.Lng - a.Lng) * rad
+	h := math.Sin(dLat/2)*math.Sin(dLat/2) + math.Cos(lat1)*math.Cos(lat2)*math.Sin(dLng/2)*math.Sin(dLng/2)
+	// Rounding can push h a hair above 1 for antipodal points; Asin would return NaN.
+	h = math.Min(1, math.Max(0, h))
+	return 2 * EarthRadiusKm * math.Asin(math.Sqrt(h))
+}
+
+// CategoryMatches reports whether category is prefix itself or lies below it
+// in the namespace: "food" matches "food" and "food.restaurant", never "foodtruck".
+func CategoryMatches(category, prefix string) bool {
+	if prefix == "" || category == prefix {
+		return true
+	}
+	return strings.HasPrefix(category, prefix) && category[len(prefix)] == '.'
+}
+
+// Page returns the effective limit and offset: DefaultLimit for a zero or
+// negative limit, zero for a negative offset.
+func Page(limit, offset int) (int, int) {
+	if limit <= 0 {
+		limit = DefaultLimit
+	}
+	return limit, max(offset, 0)
+}
+
+// Words splits a full-text query into the lowercase words that must each
+// prefix some token of a matching place. Anything but letters and digits
+// separates words, so "food.restaurant" and "Bar-B-Q" split as indexed.
+func Words(q string) []string {
+	return strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
+	})
+}
+
+// SortHitsByDistance orders hits nearest first, ties by PlaceID.
+func SortHitsByDistance(hits []Hit) {
+	sort.Slice(hits, func(i, j int) bool {
+		if hits[i].DistanceKm != hits[j].DistanceKm {
+			return hits[i].DistanceKm < hits[j].DistanceKm
+		}
+		return hits[i].PlaceID < hits[j].PlaceID
+	})
+}
