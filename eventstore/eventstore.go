@@ -214,11 +214,12 @@ func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, e
 	return scanEvents(rows)
 }
 
-// Head returns the position of the newest visible event, the point a caught-up reader reaches.
+// Head returns the position of the newest committed event. A reader that has passed it has
+// seen everything committed before Head was called.
 func Head(ctx context.Context, q Querier) (Position, error) {
 	var tx string
 	var p Position
-	err := q.QueryRow(ctx, `SELECT transaction_id::text, position FROM events WHERE `+visible+`
+	err := q.QueryRow(ctx, `SELECT transaction_id::text, position FROM events
 		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&tx, &p.Pos)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Position{}, nil

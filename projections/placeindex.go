@@ -1,0 +1,86 @@
+package projections
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// PlaceIndex feeds the search index (embedded or Elasticsearch) from PlaceImported events.
+// Its checkpoint lives in the index itself, written with the documents, so each serving
+// process's embedded copy knows exactly where it stands.
+type PlaceIndex struct {
+	Pool  *pgxpool.Pool
+	Index placeindex.Index
+}
+
+func (PlaceIndex) Name() string { return "placeindex" }
+
+func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error) {
+	s, err := p.Index.Checkpoint(ctx)
+	if err != nil {
+		return eventstore.Position{}, err
+	}
+	return eventstore.ParsePosition(s)
+}
+
+// Handle reads the range in a short query and only then writes the index: no database
+// transaction is held open across index I/O.
+func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) error {
+	at, err := p.Checkpoint(ctx)
+	if err != nil {
+		return err
+	}
+	if !at.Less(to) {
+		return nil
+	}
+	if at != from {
+		return errCheckpointMoved
+	}
+	events, err := eventstore.ReadRange(ctx, p.Pool, from, to)
+	if err != nil {
+		return err
+	}
+	docs, err := PlaceDocsFromEvents(events)
+	if err != nil {
+		return err
+	}
+	return p.Index.Upsert(ctx, docs, nil, to.String())
+}
+
+// Rebuild fills a new generation of the index from position 0 and swaps it in; readers
+// keep the old one until then.
+func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
+	total := 0
+	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
+		var at eventstore.Position
+		for {
+			end, n, err := eventstore.NextBatch(ctx, p.Pool, at, batchSize)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return w.Upsert(ctx, nil, nil, at.String())
+			}
+			events, err := eventstore.ReadRange(ctx, p.Pool, at, end)
+			if err != nil {
+				return err
+			}
+			docs, err := PlaceDocsFromEvents(events)
+			if err != nil {
+				return err
+			}
+			if err := w.Upsert(ctx, docs, nil, end.String()); err != nil {
+				return err
+			}
+			at, total = end, total+n
+			if report != nil {
+				report(total, at)
+			}
+		}
+	})
+	return total, err
+}

@@ -1,0 +1,208 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/projections"
+)
+
+var bg = context.Background()
+
+func fixedClock() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
+
+// activity writes a realistic mix of account facts: accounts, keys, a rotation, a revoke,
+// purchases, charges with dedup and a partial list.
+func activity(t *testing.T, store *eventstore.Store) []string {
+	t.Helper()
+	acc := commands.Accounts{Store: store, Clock: fixedClock}
+	ch := commands.Charger{Store: store, Clock: fixedClock}
+	var ids []string
+	for i := 0; i < 3; i++ {
+		id, err := acc.OpenAccount(bg, fmt.Sprint("Co ", i), fmt.Sprintf("c%d@test.example", i), eventstore.Metadata{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		k, err := acc.IssueKey(bg, id, eventstore.Metadata{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := acc.Purchase(bg, id, 500, fmt.Sprint("pay-", i), eventstore.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+		h := domain.HashKey(k.APIKey)
+		for j := 0; j < 20; j++ {
+			if _, err := ch.Charge(bg, commands.ChargeRequest{KeyHash: h, Operation: domain.OpPlaceDetail,
+				Resources: []string{domain.PlaceResource(fmt.Sprint("p", j%7))}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == 1 {
+			k2, _ := acc.IssueKey(bg, id, eventstore.Metadata{})
+			_ = acc.RevokeKey(bg, id, k2.KeyID, "test", eventstore.Metadata{})
+		}
+	}
+	return ids
+}
+
+type table struct {
+	name, query string
+}
+
+var readModels = []table{
+	{"rm_balances", `SELECT account_id, balance, version FROM rm_balances ORDER BY 1`},
+	{"rm_ledger", `SELECT account_id, version, position, type, credits_delta, balance_after FROM rm_ledger ORDER BY 1, 2`},
+	{"rm_keys", `SELECT key_id, account_id, state, grace_until FROM rm_keys ORDER BY 1`},
+	{"rm_usage_daily", `SELECT day::text, place_id, requests FROM rm_usage_daily ORDER BY 1, 2`},
+}
+
+func dump(t *testing.T, pool *pgxpool.Pool) map[string][][]any {
+	t.Helper()
+	out := map[string][][]any{}
+	for _, tb := range readModels {
+		rows, err := pool.Query(bg, tb.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			v, err := rows.Values()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tb.name] = append(out[tb.name], v)
+		}
+		rows.Close()
+	}
+	return out
+}
+
+func TestProjectionsFollowTheStoreThroughWatermill(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	ps := projections.All(pool, nil, "https://api.test")
+	runner := &projections.Runner{Pool: pool, Projections: ps}
+	store.OnAppend = runner.Wake
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer runner.Close()
+	ids := activity(t, store)
+	waitCtx, stop := context.WithTimeout(bg, 2*time.Minute)
+	defer stop()
+	if err := projections.WaitCaughtUp(waitCtx, pool, ps); err != nil {
+		t.Fatal(err)
+	}
+	var balance int64
+	if err := pool.QueryRow(bg, `SELECT balance FROM rm_balances WHERE account_id = $1`, ids[0]).Scan(&balance); err != nil {
+		t.Fatal(err)
+	}
+	if balance != 1000-7 {
+		t.Fatalf("projected balance %d, want 993 (7 distinct places paid)", balance)
+	}
+	var states []string
+	rows, _ := pool.Query(bg, `SELECT state FROM rm_keys WHERE account_id = $1 ORDER BY issued_at, key_id`, ids[1])
+	states, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	if len(states) != 2 || !contains(states, "grace") || !contains(states, "revoked") {
+		t.Fatalf("key states of the rotated account: %v", states)
+	}
+	var requests int64
+	_ = pool.QueryRow(bg, `SELECT sum(requests) FROM rm_usage_daily`).Scan(&requests)
+	if requests != 60 {
+		t.Fatalf("usage counted %d detail requests, want 60", requests)
+	}
+	var sumDelta, last int64
+	_ = pool.QueryRow(bg, `SELECT sum(credits_delta), (array_agg(balance_after ORDER BY version DESC))[1] FROM rm_ledger WHERE account_id = $1`, ids[0]).Scan(&sumDelta, &last)
+	if sumDelta != last || last != balance {
+		t.Fatalf("ledger sum %d, last balance_after %d, balance %d", sumDelta, last, balance)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// flaky applies part of a batch and then fails, a few times, like a crash mid-batch.
+type flaky struct {
+	projections.SQLApplier
+	failures atomic.Int32
+}
+
+func (f *flaky) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	if len(events) > 1 && f.failures.Load() > 0 {
+		f.failures.Add(-1)
+		if err := f.SQLApplier.Apply(ctx, tx, events[:len(events)/2]); err != nil {
+			return err
+		}
+		return errors.New("injected failure mid-batch")
+	}
+	return f.SQLApplier.Apply(ctx, tx, events)
+}
+
+func TestAProjectionThatFailsMidBatchEndsEqualToARebuildFromZero(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	activity(t, store) // events first, so the projections meet them in big batches
+
+	var ps []projections.Projection
+	for _, a := range []projections.SQLApplier{projections.Balances{}, projections.Ledger{}, projections.Keys{}, projections.Usage{}} {
+		f := &flaky{SQLApplier: a}
+		f.failures.Store(3)
+		ps = append(ps, projections.SQL{Pool: pool, Applier: f})
+	}
+	runner := &projections.Runner{Pool: pool, Projections: ps, BatchSize: 40}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stop := context.WithTimeout(bg, 2*time.Minute)
+	defer stop()
+	if err := projections.WaitCaughtUp(waitCtx, pool, ps); err != nil {
+		t.Fatal(err)
+	}
+	runner.Close()
+	for _, p := range ps {
+		if n := p.(projections.SQL).Applier.(*flaky).failures.Load(); n != 0 {
+			t.Fatalf("%s: %d injected failures never happened", p.Name(), n)
+		}
+	}
+	afterFaults := dump(t, pool)
+
+	for _, p := range ps {
+		sql := p.(projections.SQL)
+		sql.Applier = sql.Applier.(*flaky).SQLApplier
+		if err := sql.Reset(bg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := projections.CatchUp(bg, pool, sql, 1000, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebuilt := dump(t, pool)
+	if len(rebuilt["rm_ledger"]) == 0 {
+		t.Fatal("rebuild produced an empty ledger")
+	}
+	if !reflect.DeepEqual(afterFaults, rebuilt) {
+		t.Fatalf("read models after faults differ from a rebuild:\nfaults:  %v\nrebuilt: %v", afterFaults, rebuilt)
+	}
+}

@@ -1,0 +1,158 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// Runner drives projections with a Watermill router, one handler per projection.
+type Runner struct {
+	Pool        *pgxpool.Pool
+	Projections []Projection
+	Log         *logrus.Logger
+	// BatchSize is the most events one message covers (default 2000); Poll is how often an
+	// idle subscriber looks for new events (default 50 ms; Wake makes it look at once).
+	BatchSize int
+	Poll      time.Duration
+
+	subscribers []*rangeSubscriber
+	router      *message.Router
+}
+
+// Start builds the router and runs it until ctx ends. It returns once the router runs.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.BatchSize == 0 {
+		r.BatchSize = 2000
+	}
+	if r.Poll == 0 {
+		r.Poll = 50 * time.Millisecond
+	}
+	log := r.Log
+	if log == nil {
+		log = logrus.New()
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, logrusAdapter{log.WithField("component", "projections")})
+	if err != nil {
+		return err
+	}
+	router.AddMiddleware(middleware.Recoverer)
+	for _, p := range r.Projections {
+		sub := newRangeSubscriber(r.Pool, p, r.BatchSize, r.Poll)
+		r.subscribers = append(r.subscribers, sub)
+		router.AddConsumerHandler(p.Name(), p.Name(), sub, handlerFor(p))
+	}
+	r.router = router
+	go func() {
+		if err := router.Run(ctx); err != nil {
+			log.WithError(err).Error("projection router stopped")
+		}
+	}()
+	select {
+	case <-router.Running():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func handlerFor(p Projection) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) error {
+		var br batchRange
+		if err := json.Unmarshal(msg.Payload, &br); err != nil {
+			return err
+		}
+		return p.Handle(msg.Context(), br.From, br.To)
+	}
+}
+
+// Wake tells every projection that new events were committed.
+func (r *Runner) Wake() {
+	for _, s := range r.subscribers {
+		s.Wake()
+	}
+}
+
+// Close stops the router and its subscribers.
+func (r *Runner) Close() error {
+	if r.router == nil {
+		return nil
+	}
+	return r.router.Close()
+}
+
+// WaitCaughtUp waits until every projection has applied everything visible in the store
+// when it was called, or ctx ends.
+func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, ps []Projection) error {
+	head, err := eventstore.Head(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		for {
+			at, err := p.Checkpoint(ctx)
+			if err != nil {
+				return err
+			}
+			if !at.Less(head) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("projection %s at %v, store head %v: %w", p.Name(), at, head, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// CatchUp applies every event up to the store head to p, batch by batch, in this goroutine,
+// reporting progress through report (may be nil). Used by rebuild and audit.
+func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
+	at, err := p.Checkpoint(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	for {
+		end, n, err := eventstore.NextBatch(ctx, pool, at, batchSize)
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			return total, nil
+		}
+		if err := p.Handle(ctx, at, end); err != nil {
+			return total, err
+		}
+		at = end
+		total += n
+		if report != nil {
+			report(total, at)
+		}
+	}
+}
+
+// logrusAdapter lets Watermill log through logrus.
+type logrusAdapter struct{ e *logrus.Entry }
+
+func (l logrusAdapter) fields(f watermill.LogFields) *logrus.Entry { return l.e.WithFields(logrus.Fields(f)) }
+func (l logrusAdapter) Error(msg string, err error, f watermill.LogFields) {
+	l.fields(f).WithError(err).Error(msg)
+}
+func (l logrusAdapter) Info(msg string, f watermill.LogFields)  { l.fields(f).Debug(msg) }
+func (l logrusAdapter) Debug(msg string, f watermill.LogFields) { l.fields(f).Trace(msg) }
+func (l logrusAdapter) Trace(msg string, f watermill.LogFields) { l.fields(f).Trace(msg) }
+func (l logrusAdapter) With(f watermill.LogFields) watermill.LoggerAdapter {
+	return logrusAdapter{l.fields(f)}
+}

@@ -1,0 +1,25 @@
+package projections
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// SQLAppliers are the read models kept in PostgreSQL, shared by every process.
+func SQLAppliers(canonicalBaseURL string) []SQLApplier {
+	return []SQLApplier{Balances{}, Keys{}, Ledger{}, Usage{}, Catalog{CanonicalBaseURL: canonicalBaseURL}}
+}
+
+// All returns every projection a serving process runs: the shared SQL read models and,
+// when index is not nil, this process's place index.
+func All(pool *pgxpool.Pool, index placeindex.Index, canonicalBaseURL string) []Projection {
+	var ps []Projection
+	for _, a := range SQLAppliers(canonicalBaseURL) {
+		ps = append(ps, SQL{Pool: pool, Applier: a})
+	}
+	if index != nil {
+		ps = append(ps, PlaceIndex{Pool: pool, Index: index})
+	}
+	return ps
+}

@@ -1,0 +1,136 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// batchRange is the payload of one Watermill message: a closed range of the global order.
+type batchRange struct {
+	From eventstore.Position `json:"from"`
+	To   eventstore.Position `json:"to"`
+}
+
+// rangeSubscriber is a Watermill subscriber over the event store. Each message names the
+// next batch of up to BatchSize visible events after the projection's checkpoint; it waits
+// for the ack before offering the next one, and after a nack it re-reads the checkpoint and
+// offers the range again. Reading ranges rather than single events is what lets projections
+// keep up: one transaction per batch instead of one per event.
+type rangeSubscriber struct {
+	pool       *pgxpool.Pool
+	projection Projection
+	batchSize  int
+	poll       time.Duration
+	wake       chan struct{}
+
+	closeOnce sync.Once
+	closed    chan struct{}
+	wg        sync.WaitGroup
+}
+
+func newRangeSubscriber(pool *pgxpool.Pool, p Projection, batchSize int, poll time.Duration) *rangeSubscriber {
+	return &rangeSubscriber{pool: pool, projection: p, batchSize: batchSize, poll: poll,
+		wake: make(chan struct{}, 1), closed: make(chan struct{})}
+}
+
+// Wake makes the subscriber look for new events now.
+func (s *rangeSubscriber) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *rangeSubscriber) Subscribe(ctx context.Context, _ string) (<-chan *message.Message, error) {
+	out := make(chan *message.Message)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		s.run(ctx, out)
+	}()
+	return out, nil
+}
+
+func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) {
+	var at eventstore.Position
+	synced := false
+	for {
+		if !synced {
+			cp, err := s.projection.Checkpoint(ctx)
+			if err != nil {
+				if !s.sleep(ctx, s.poll) {
+					return
+				}
+				continue
+			}
+			at, synced = cp, true
+		}
+		end, n, err := eventstore.NextBatch(ctx, s.pool, at, s.batchSize)
+		if err != nil || n == 0 {
+			if !s.sleep(ctx, s.poll) {
+				return
+			}
+			continue
+		}
+		payload, _ := json.Marshal(batchRange{From: at, To: end})
+		msg := message.NewMessage(watermill.NewUUID(), payload)
+		msgCtx, cancel := context.WithCancel(ctx)
+		msg.SetContext(msgCtx)
+		select {
+		case out <- msg:
+		case <-ctx.Done():
+			cancel()
+			return
+		case <-s.closed:
+			cancel()
+			return
+		}
+		select {
+		case <-msg.Acked():
+			at = end
+		case <-msg.Nacked():
+			synced = false
+			if !s.sleep(ctx, 100*time.Millisecond) {
+				cancel()
+				return
+			}
+		case <-ctx.Done():
+			cancel()
+			return
+		case <-s.closed:
+			cancel()
+			return
+		}
+		cancel()
+	}
+}
+
+func (s *rangeSubscriber) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.wake:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.closed:
+		return false
+	}
+}
+
+func (s *rangeSubscriber) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	s.wg.Wait()
+	return nil
+}
