@@ -1,0 +1,201 @@
+package commands_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+var catalogNow = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+func catalogDemo(t testing.TB, places int) ([]byte, demodata.Stats) {
+	t.Helper()
+	var buf bytes.Buffer
+	stats, err := demodata.Write(&buf, demodata.Config{Places: places, Today: catalogNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), stats
+}
+
+func catalogImporter(pool *pgxpool.Pool) commands.ImportCatalog {
+	return commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return catalogNow }}
+}
+
+func catalogCount(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestImportingTheDemoCatalogAppendsOneEventPerRecord(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	data, stats := catalogDemo(t, 300)
+	res, err := catalogImporter(pool).Handle(ctx, bytes.NewReader(data), eventstore.Metadata{Actor: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := commands.ImportResult{Towns: stats.Towns, Places: stats.Places, Events: stats.Events,
+		Created: stats.Towns + stats.Places + stats.Events}
+	if res != want {
+		t.Fatalf("result %+v, want %+v", res, want)
+	}
+	for typ, n := range map[string]int{
+		domain.EventTownImported: stats.Towns, domain.EventPlaceImported: stats.Places, domain.EventCalendarEventImported: stats.Events,
+	} {
+		if got := catalogCount(t, pool, `SELECT count(*) FROM events WHERE type = $1 AND version = 1`, typ); got != n {
+			t.Errorf("%d %s events, want %d", got, typ, n)
+		}
+	}
+	c, _ := domain.ParseCatalog(bytes.NewReader(data))
+	evs, err := eventstore.ReadStream(ctx, pool, domain.PlaceStream(c.Places[0].PlaceID), 0)
+	if err != nil || len(evs) != 1 || evs[0].Metadata.Actor != "test" || !evs[0].RecordedAt.Equal(catalogNow) {
+		t.Fatalf("stream of the first place: %+v, %v", evs, err)
+	}
+}
+
+func TestReimportingIsAnUpdateAtTheNextVersion(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	data, stats := catalogDemo(t, 300)
+	h := catalogImporter(pool)
+	if _, err := h.Handle(ctx, bytes.NewReader(data), eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := h.Handle(ctx, bytes.NewReader(data), eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := stats.Towns + stats.Places + stats.Events
+	if res.Created != 0 || res.Updated != total {
+		t.Fatalf("second import %+v, want %d updated", res, total)
+	}
+	if got := catalogCount(t, pool, `SELECT count(*) FROM events WHERE version = 2`); got != total {
+		t.Errorf("%d events at version 2, want %d", got, total)
+	}
+	if got := catalogCount(t, pool, `SELECT count(*) FROM (SELECT stream_id, version FROM events GROUP BY 1, 2 HAVING count(*) > 1) d`); got != 0 {
+		t.Errorf("%d duplicate stream versions", got)
+	}
+	if got := catalogCount(t, pool, `SELECT count(DISTINCT stream_id) FROM events`); got != total {
+		t.Errorf("%d streams, want %d", got, total)
+	}
+}
+
+func TestABadLineFailsTheWholeBatchAndWritesNothing(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	data, _ := catalogDemo(t, 300)
+	h := catalogImporter(pool)
+	if _, err := h.Handle(ctx, bytes.NewReader(data), eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	before := catalogCount(t, pool, `SELECT count(*) FROM events`)
+
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	var placeLine int
+	for i, l := range lines {
+		if strings.Contains(l, `"record":"place"`) {
+			placeLine = i
+			break
+		}
+	}
+	// Put a place with latitude 123 on line 5.
+	bad := strings.Replace(lines[placeLine], `"latitude":`, `"latitude":123,"was":`, 1)
+	batch := append(append(append([]string{}, lines[:4]...), bad), lines[4:]...)
+	_, err := h.Handle(ctx, strings.NewReader(strings.Join(batch, "\n")), eventstore.Metadata{})
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Line != 5 || ie.Field != "latitude" {
+		t.Fatalf("got %v, want an ImportError on line 5, field latitude", err)
+	}
+	if after := catalogCount(t, pool, `SELECT count(*) FROM events`); after != before {
+		t.Fatalf("events went from %d to %d", before, after)
+	}
+}
+
+func TestFlatAndNestedLinesBothImport(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	in := strings.Join([]string{
+		`{"record":"town","slug":"berea","name":"Berea"}`,
+		`{"record":"town","town":{"slug":"paducah","name":"Paducah","county":"McCracken"}}`,
+		`{"record":"place","place_id":"plc_a","name":"A","category":"food"}`,
+		`{"record":"place","place":{"place_id":"plc_b","name":"B","category":"food","town_slug":"paducah"}}`,
+		`{"record":"event","event_id":"evt_a","title":"A","start_date":"2026-12-01T10:00:00Z"}`,
+		`{"record":"event","event":{"event_id":"evt_b","title":"B","start_date":"2026-12-02T10:00:00-05:00"}}`,
+	}, "\n")
+	res, err := catalogImporter(pool).Handle(ctx, strings.NewReader(in), eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res != (commands.ImportResult{Towns: 2, Places: 2, Events: 2, Created: 6}) {
+		t.Fatalf("result %+v", res)
+	}
+	evs, err := eventstore.ReadStream(ctx, pool, domain.TownStream("paducah"), 0)
+	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Payload), `"county": "McCracken"`) {
+		t.Fatalf("paducah stream %v %v", evs, err)
+	}
+}
+
+func TestConcurrentImportsOfTheSameRecordsBothLand(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	data, stats := catalogDemo(t, 300)
+	h := catalogImporter(pool)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := h.Handle(ctx, bytes.NewReader(data), eventstore.Metadata{})
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := stats.Towns + stats.Places + stats.Events
+	if got := catalogCount(t, pool, `SELECT count(*) FROM events WHERE version = 2`); got != total {
+		t.Fatalf("%d events at version 2, want %d", got, total)
+	}
+}
+
+// KYAPI_IMPORT_PLACES=20000 go test ./commands -run TestImportSpeed -v
+func TestImportSpeed(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("KYAPI_IMPORT_PLACES"))
+	if n == 0 {
+		t.Skip("set KYAPI_IMPORT_PLACES to measure")
+	}
+	pool := pgtest.NewPool(t)
+	data, _ := catalogDemo(t, n)
+	lines := 0
+	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
+		lines++
+	}
+	h := catalogImporter(pool)
+	for _, round := range []string{"first import", "re-import"} {
+		start := time.Now()
+		res, err := h.Handle(context.Background(), bytes.NewReader(data), eventstore.Metadata{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d lines (%d MB), %+v in %v", round, lines, len(data)>>20, res, time.Since(start))
+	}
+}

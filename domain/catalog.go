@@ -1,0 +1,860 @@
+package domain
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Catalog event types. Each record lives in its own stream (see TownStream, PlaceStream,
+// CalendarEventStream); the payload is the record itself as JSON.
+const (
+	EventTownImported          = "TownImported"
+	EventPlaceImported         = "PlaceImported"
+	EventCalendarEventImported = "CalendarEventImported"
+)
+
+// TownStream, PlaceStream and CalendarEventStream name the stream of one catalog record.
+func TownStream(slug string) string        { return "town-" + slug }
+func PlaceStream(placeID string) string    { return "place-" + placeID }
+func CalendarEventStream(id string) string { return "event-" + id }
+
+// Limits of one import batch.
+const (
+	MaxImportRecords = 200_000
+	MaxImportLine    = 1 << 20 // bytes, without the line break
+	maxIDLength      = 128
+)
+
+// Enrichment tiers of a place.
+const (
+	TierBasic    = "basic"
+	TierEnhanced = "enhanced"
+	TierPremium  = "premium"
+)
+
+// Town is a Kentucky town; Slug is its canonical id.
+type Town struct {
+	Slug       string  `json:"slug"`
+	Name       string  `json:"name"`
+	County     *string `json:"county"`
+	Population *int    `json:"population"`
+}
+
+// CalendarEvent is an upcoming happening in a town (the API's "event").
+type CalendarEvent struct {
+	EventID      string     `json:"event_id"`
+	Title        string     `json:"title"`
+	EventType    string     `json:"event_type"`
+	StartDate    time.Time  `json:"start_date"`
+	EndDate      *time.Time `json:"end_date"`
+	TownSlug     *string    `json:"town_slug"`
+	VenuePlaceID *string    `json:"venue_place_id"`
+}
+
+// TimeRange is one opening interval in local time, "HH:MM". Close may be "24:00", and an
+// interval that closes before it opens runs past midnight.
+type TimeRange struct {
+	Open  string `json:"open"`
+	Close string `json:"close"`
+}
+
+// Hours is a week of opening hours; a day without intervals is closed.
+type Hours struct {
+	Mon []TimeRange `json:"mon"`
+	Tue []TimeRange `json:"tue"`
+	Wed []TimeRange `json:"wed"`
+	Thu []TimeRange `json:"thu"`
+	Fri []TimeRange `json:"fri"`
+	Sat []TimeRange `json:"sat"`
+	Sun []TimeRange `json:"sun"`
+}
+
+// MenuItem is one dish or product of a place's menu.
+type MenuItem struct {
+	Name        string   `json:"name"`
+	Description *string  `json:"description"`
+	Price       *float64 `json:"price"`
+	Currency    string   `json:"currency"`
+	Section     *string  `json:"section"`
+}
+
+// ReviewSummary is the generated digest of a place's reviews.
+type ReviewSummary struct {
+	PlaceID     string     `json:"place_id"`
+	Headline    string     `json:"headline"`
+	Summary     string     `json:"summary"`
+	Confidence  float64    `json:"confidence"`
+	ReviewCount int        `json:"review_count"`
+	GeneratedAt *time.Time `json:"generated_at"`
+}
+
+// Observation is what one source said about one field of a place, and when.
+type Observation struct {
+	Source     string    `json:"source"`
+	Value      any       `json:"value"`
+	ObservedAt time.Time `json:"observed_at"`
+}
+
+// Place is a business as imported: the API's place fields plus detail-only fields, menu,
+// review summary, the chain flag and the source observations behind field_trust.
+type Place struct {
+	PlaceID        string                   `json:"place_id"`
+	Name           string                   `json:"name"`
+	Category       string                   `json:"category"`
+	Address        string                   `json:"address,omitempty"`
+	TownSlug       *string                  `json:"town_slug"`
+	Latitude       *float64                 `json:"latitude"`
+	Longitude      *float64                 `json:"longitude"`
+	IsGem          bool                     `json:"is_gem"`
+	LocalGemScore  *float64                 `json:"local_gem_score"`
+	Phone          *string                  `json:"phone"`
+	Website        *string                  `json:"website"`
+	Rating         *float64                 `json:"rating"`
+	RatingCount    *int                     `json:"rating_count"`
+	SEODescription *string                  `json:"seo_description"`
+	Hours          *Hours                   `json:"hours"`
+	Description    *string                  `json:"description"`
+	EnrichmentTier string                   `json:"enrichment_tier"`
+	Menu           []MenuItem               `json:"menu"`
+	ReviewSummary  *ReviewSummary           `json:"review_summary"`
+	IsChain        bool                     `json:"is_chain"`
+	Sources        map[string][]Observation `json:"sources"`
+}
+
+// Catalog is one validated import batch. A record whose id occurs more than once in the
+// batch appears once, with the values of its last occurrence.
+type Catalog struct {
+	Towns  []Town
+	Places []Place
+	Events []CalendarEvent
+}
+
+// Records is the number of distinct records in the batch.
+func (c Catalog) Records() int { return len(c.Towns) + len(c.Places) + len(c.Events) }
+
+// ImportError is the first problem found in an import batch. Line counts from 1 and
+// includes blank lines; Field is a path such as "menu[2].price", or "" for the line.
+type ImportError struct {
+	Line    int
+	Field   string
+	Message string
+}
+
+func (e *ImportError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("line %d: %s", e.Line, e.Message)
+	}
+	return fmt.Sprintf("line %d: field %q: %s", e.Line, e.Field, e.Message)
+}
+
+// ParseCatalog reads an NDJSON catalog (decisions §9) and validates all of it. Each
+// non-blank line is an object whose "record" is "town", "event" or "place"; the record's
+// fields are either on the line itself or in an object under the record kind
+// ({"record":"town","town":{...}}). Unknown fields are ignored so that newer exporters
+// keep working; a known field of the wrong type is an error. It returns the first
+// problem as *ImportError.
+func ParseCatalog(r io.Reader) (Catalog, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), MaxImportLine+1)
+	var (
+		c       Catalog
+		towns   = map[string]int{}
+		places  = map[string]int{}
+		events  = map[string]int{}
+		line    int
+		records int
+	)
+	for sc.Scan() {
+		line++
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		if len(sc.Bytes()) > MaxImportLine {
+			return Catalog{}, &ImportError{Line: line, Message: "line is longer than 1 MiB"}
+		}
+		records++
+		if records > MaxImportRecords {
+			return Catalog{}, &ImportError{Line: line, Message: fmt.Sprintf("batch has more than %d records", MaxImportRecords)}
+		}
+		kind, obj, ferr := catalogSplitLine(text)
+		if ferr == nil {
+			switch kind {
+			case "town":
+				var t Town
+				if t, ferr = catalogParseTown(obj); ferr == nil {
+					catalogPut(&c.Towns, towns, t.Slug, t)
+				}
+			case "event":
+				var e CalendarEvent
+				if e, ferr = catalogParseEvent(obj); ferr == nil {
+					catalogPut(&c.Events, events, e.EventID, e)
+				}
+			case "place":
+				var p Place
+				if p, ferr = catalogParsePlace(obj); ferr == nil {
+					catalogPut(&c.Places, places, p.PlaceID, p)
+				}
+			}
+		}
+		if ferr != nil {
+			return Catalog{}, &ImportError{Line: line, Field: ferr.field, Message: ferr.msg}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return Catalog{}, &ImportError{Line: line + 1, Message: "line is longer than 1 MiB"}
+		}
+		return Catalog{}, fmt.Errorf("catalog: read: %w", err)
+	}
+	return c, nil
+}
+
+// catalogPut keeps the first position of an id and the last value: a repeated id in one
+// batch is an update of the earlier line.
+func catalogPut[T any](list *[]T, seen map[string]int, id string, v T) {
+	if i, ok := seen[id]; ok {
+		(*list)[i] = v
+		return
+	}
+	seen[id] = len(*list)
+	*list = append(*list, v)
+}
+
+// catalogFieldError is a problem with one field, before the line number is known.
+type catalogFieldError struct{ field, msg string }
+
+func catalogErr(field, format string, args ...any) *catalogFieldError {
+	return &catalogFieldError{field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+func catalogSplitLine(text []byte) (string, catalogObject, *catalogFieldError) {
+	top, ferr := catalogDecodeObject(text, "")
+	if ferr != nil {
+		return "", top, ferr
+	}
+	kind, ferr := top.str("record")
+	if ferr != nil {
+		return "", top, ferr
+	}
+	if kind == nil {
+		return "", top, catalogErr("record", "is required")
+	}
+	switch *kind {
+	case "town", "event", "place":
+	default:
+		return "", top, catalogErr("record", "unknown record kind %q; want town, event or place", *kind)
+	}
+	if raw, ok := top.fields[*kind]; ok && !catalogIsNull(raw) {
+		nested, ferr := catalogDecodeObject(raw, *kind)
+		if ferr != nil {
+			return "", top, ferr
+		}
+		// Fields in the nested object are reported without the wrapper, as on a flat line.
+		nested.path = ""
+		return *kind, nested, nil
+	}
+	return *kind, top, nil
+}
+
+func catalogParseTown(o catalogObject) (Town, *catalogFieldError) {
+	var t Town
+	var ferr *catalogFieldError
+	if t.Slug, ferr = o.requiredString("slug"); ferr != nil {
+		return t, ferr
+	}
+	if ferr = catalogCheckSlug(o.name("slug"), t.Slug); ferr != nil {
+		return t, ferr
+	}
+	if t.Name, ferr = o.requiredString("name"); ferr != nil {
+		return t, ferr
+	}
+	if t.County, ferr = o.optionalString("county"); ferr != nil {
+		return t, ferr
+	}
+	if t.Population, ferr = o.integer("population"); ferr != nil {
+		return t, ferr
+	}
+	if t.Population != nil && *t.Population < 0 {
+		return t, catalogErr(o.name("population"), "must not be negative")
+	}
+	return t, nil
+}
+
+func catalogParseEvent(o catalogObject) (CalendarEvent, *catalogFieldError) {
+	var e CalendarEvent
+	var ferr *catalogFieldError
+	if e.EventID, ferr = o.requiredString("event_id"); ferr != nil {
+		return e, ferr
+	}
+	if ferr = catalogCheckID(o.name("event_id"), e.EventID); ferr != nil {
+		return e, ferr
+	}
+	if e.Title, ferr = o.requiredString("title"); ferr != nil {
+		return e, ferr
+	}
+	var typ *string
+	if typ, ferr = o.optionalString("event_type"); ferr != nil {
+		return e, ferr
+	}
+	e.EventType = "other"
+	if typ != nil {
+		e.EventType = *typ
+	}
+	var start *time.Time
+	if start, ferr = o.timestamp("start_date"); ferr != nil {
+		return e, ferr
+	}
+	if start == nil {
+		return e, catalogErr(o.name("start_date"), "is required")
+	}
+	e.StartDate = *start
+	if e.EndDate, ferr = o.timestamp("end_date"); ferr != nil {
+		return e, ferr
+	}
+	if e.EndDate != nil && e.EndDate.Before(e.StartDate) {
+		return e, catalogErr(o.name("end_date"), "must not be before start_date")
+	}
+	if e.TownSlug, ferr = o.optionalString("town_slug"); ferr != nil {
+		return e, ferr
+	}
+	if e.TownSlug != nil {
+		if ferr = catalogCheckSlug(o.name("town_slug"), *e.TownSlug); ferr != nil {
+			return e, ferr
+		}
+	}
+	if e.VenuePlaceID, ferr = o.optionalString("venue_place_id"); ferr != nil {
+		return e, ferr
+	}
+	if e.VenuePlaceID != nil {
+		if ferr = catalogCheckID(o.name("venue_place_id"), *e.VenuePlaceID); ferr != nil {
+			return e, ferr
+		}
+	}
+	return e, nil
+}
+
+func catalogParsePlace(o catalogObject) (Place, *catalogFieldError) {
+	p := Place{EnrichmentTier: TierBasic, Sources: map[string][]Observation{}}
+	var ferr *catalogFieldError
+	if p.PlaceID, ferr = o.requiredString("place_id"); ferr != nil {
+		return p, ferr
+	}
+	if ferr = catalogCheckID(o.name("place_id"), p.PlaceID); ferr != nil {
+		return p, ferr
+	}
+	if p.Name, ferr = o.requiredString("name"); ferr != nil {
+		return p, ferr
+	}
+	if p.Category, ferr = o.requiredString("category"); ferr != nil {
+		return p, ferr
+	}
+	var s *string
+	if s, ferr = o.optionalString("address"); ferr != nil {
+		return p, ferr
+	}
+	if s != nil {
+		p.Address = *s
+	}
+	if p.TownSlug, ferr = o.optionalString("town_slug"); ferr != nil {
+		return p, ferr
+	}
+	if p.TownSlug != nil {
+		if ferr = catalogCheckSlug(o.name("town_slug"), *p.TownSlug); ferr != nil {
+			return p, ferr
+		}
+	}
+	if p.Latitude, ferr = o.numberIn("latitude", -90, 90); ferr != nil {
+		return p, ferr
+	}
+	if p.Longitude, ferr = o.numberIn("longitude", -180, 180); ferr != nil {
+		return p, ferr
+	}
+	if p.Latitude != nil && p.Longitude == nil {
+		return p, catalogErr(o.name("longitude"), "is required when latitude is given")
+	}
+	if p.Latitude == nil && p.Longitude != nil {
+		return p, catalogErr(o.name("latitude"), "is required when longitude is given")
+	}
+	if p.IsGem, ferr = o.boolean("is_gem"); ferr != nil {
+		return p, ferr
+	}
+	if p.LocalGemScore, ferr = o.numberIn("local_gem_score", 0, 1); ferr != nil {
+		return p, ferr
+	}
+	if p.Phone, ferr = o.optionalString("phone"); ferr != nil {
+		return p, ferr
+	}
+	if p.Website, ferr = o.optionalString("website"); ferr != nil {
+		return p, ferr
+	}
+	if p.Website != nil && !catalogIsWebURL(*p.Website) {
+		return p, catalogErr(o.name("website"), "must be an absolute http or https URL")
+	}
+	if p.Rating, ferr = o.numberIn("rating", 0, 5); ferr != nil {
+		return p, ferr
+	}
+	if p.RatingCount, ferr = o.integer("rating_count"); ferr != nil {
+		return p, ferr
+	}
+	if p.RatingCount != nil && *p.RatingCount < 0 {
+		return p, catalogErr(o.name("rating_count"), "must not be negative")
+	}
+	if p.SEODescription, ferr = o.optionalString("seo_description"); ferr != nil {
+		return p, ferr
+	}
+	if p.Hours, ferr = catalogParseHours(o); ferr != nil {
+		return p, ferr
+	}
+	if p.Description, ferr = o.optionalString("description"); ferr != nil {
+		return p, ferr
+	}
+	if s, ferr = o.optionalString("enrichment_tier"); ferr != nil {
+		return p, ferr
+	}
+	if s != nil {
+		switch *s {
+		case TierBasic, TierEnhanced, TierPremium:
+			p.EnrichmentTier = *s
+		default:
+			return p, catalogErr(o.name("enrichment_tier"), "must be basic, enhanced or premium")
+		}
+	}
+	if p.Menu, ferr = catalogParseMenu(o); ferr != nil {
+		return p, ferr
+	}
+	if p.ReviewSummary, ferr = catalogParseReview(o, p.PlaceID); ferr != nil {
+		return p, ferr
+	}
+	if p.IsChain, ferr = o.boolean("is_chain"); ferr != nil {
+		return p, ferr
+	}
+	if p.Sources, ferr = catalogParseSources(o); ferr != nil {
+		return p, ferr
+	}
+	return p, nil
+}
+
+var catalogClock = regexp.MustCompile(`^(?:[01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`)
+
+func catalogParseHours(o catalogObject) (*Hours, *catalogFieldError) {
+	days, ferr := o.object("hours")
+	if days == nil || ferr != nil {
+		return nil, ferr
+	}
+	h := &Hours{}
+	slots := map[string]*[]TimeRange{
+		"mon": &h.Mon, "tue": &h.Tue, "wed": &h.Wed, "thu": &h.Thu, "fri": &h.Fri, "sat": &h.Sat, "sun": &h.Sun,
+	}
+	for _, day := range slices.Sorted(maps.Keys(days.fields)) {
+		if _, ok := slots[day]; !ok {
+			return nil, catalogErr(days.name(day), "unknown day; want mon, tue, wed, thu, fri, sat or sun")
+		}
+	}
+	for _, day := range []string{"mon", "tue", "wed", "thu", "fri", "sat", "sun"} {
+		ranges, ferr := days.array(day)
+		if ferr != nil {
+			return nil, ferr
+		}
+		out := make([]TimeRange, 0, len(ranges))
+		for i, raw := range ranges {
+			iv, ferr := catalogDecodeObject(raw, fmt.Sprintf("%s[%d]", days.name(day), i))
+			if ferr != nil {
+				return nil, ferr
+			}
+			var r TimeRange
+			for _, f := range []struct {
+				name string
+				dst  *string
+			}{{"open", &r.Open}, {"close", &r.Close}} {
+				v, ferr := iv.requiredString(f.name)
+				if ferr != nil {
+					return nil, ferr
+				}
+				if !catalogClock.MatchString(v) {
+					return nil, catalogErr(iv.name(f.name), "must be a time of day HH:MM")
+				}
+				*f.dst = v
+			}
+			out = append(out, r)
+		}
+		*slots[day] = out
+	}
+	return h, nil
+}
+
+var catalogCurrency = regexp.MustCompile(`^[A-Z]{3}$`)
+
+func catalogParseMenu(o catalogObject) ([]MenuItem, *catalogFieldError) {
+	items, ferr := o.array("menu")
+	if ferr != nil || items == nil {
+		return nil, ferr
+	}
+	menu := make([]MenuItem, 0, len(items))
+	for i, raw := range items {
+		it, ferr := catalogDecodeObject(raw, fmt.Sprintf("%s[%d]", o.name("menu"), i))
+		if ferr != nil {
+			return nil, ferr
+		}
+		m := MenuItem{Currency: "USD"}
+		if m.Name, ferr = it.requiredString("name"); ferr != nil {
+			return nil, ferr
+		}
+		if m.Description, ferr = it.optionalString("description"); ferr != nil {
+			return nil, ferr
+		}
+		if m.Price, ferr = it.numberIn("price", 0, math.MaxFloat64); ferr != nil {
+			return nil, ferr
+		}
+		var cur *string
+		if cur, ferr = it.optionalString("currency"); ferr != nil {
+			return nil, ferr
+		}
+		if cur != nil {
+			if !catalogCurrency.MatchString(*cur) {
+				return nil, catalogErr(it.name("currency"), "must be a three-letter currency code such as USD")
+			}
+			m.Currency = *cur
+		}
+		if m.Section, ferr = it.optionalString("section"); ferr != nil {
+			return nil, ferr
+		}
+		menu = append(menu, m)
+	}
+	return menu, nil
+}
+
+func catalogParseReview(o catalogObject, placeID string) (*ReviewSummary, *catalogFieldError) {
+	rv, ferr := o.object("review_summary")
+	if rv == nil || ferr != nil {
+		return nil, ferr
+	}
+	r := &ReviewSummary{PlaceID: placeID}
+	var s *string
+	if s, ferr = rv.optionalString("headline"); ferr != nil {
+		return nil, ferr
+	}
+	if s != nil {
+		r.Headline = *s
+	}
+	if r.Summary, ferr = rv.requiredString("summary"); ferr != nil {
+		return nil, ferr
+	}
+	var conf *float64
+	if conf, ferr = rv.numberIn("confidence", 0, 1); ferr != nil {
+		return nil, ferr
+	}
+	if conf != nil {
+		r.Confidence = *conf
+	}
+	var n *int
+	if n, ferr = rv.integer("review_count"); ferr != nil {
+		return nil, ferr
+	}
+	if n != nil {
+		if *n < 0 {
+			return nil, catalogErr(rv.name("review_count"), "must not be negative")
+		}
+		r.ReviewCount = *n
+	}
+	if r.GeneratedAt, ferr = rv.timestamp("generated_at"); ferr != nil {
+		return nil, ferr
+	}
+	return r, nil
+}
+
+func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFieldError) {
+	out := map[string][]Observation{}
+	fields, ferr := o.object("sources")
+	if fields == nil || ferr != nil {
+		return out, ferr
+	}
+	for _, field := range slices.Sorted(maps.Keys(fields.fields)) {
+		list, ferr := fields.array(field)
+		if ferr != nil {
+			return nil, ferr
+		}
+		if list == nil {
+			continue
+		}
+		obs := make([]Observation, 0, len(list))
+		for i, raw := range list {
+			ob, ferr := catalogDecodeObject(raw, fmt.Sprintf("%s[%d]", fields.name(field), i))
+			if ferr != nil {
+				return nil, ferr
+			}
+			var x Observation
+			if x.Source, ferr = ob.requiredString("source"); ferr != nil {
+				return nil, ferr
+			}
+			var at *time.Time
+			if at, ferr = ob.timestamp("observed_at"); ferr != nil {
+				return nil, ferr
+			}
+			if at == nil {
+				return nil, catalogErr(ob.name("observed_at"), "is required")
+			}
+			x.ObservedAt = *at
+			if raw, ok := ob.fields["value"]; ok {
+				if err := json.Unmarshal(raw, &x.Value); err != nil {
+					return nil, catalogErr(ob.name("value"), "is not valid JSON")
+				}
+			}
+			obs = append(obs, x)
+		}
+		out[field] = obs
+	}
+	return out, nil
+}
+
+var (
+	catalogIDPattern   = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
+	catalogSlugPattern = regexp.MustCompile(`^[a-z0-9-]+$`)
+)
+
+func catalogCheckID(field, id string) *catalogFieldError {
+	if len(id) > maxIDLength || !catalogIDPattern.MatchString(id) {
+		return catalogErr(field, "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'", maxIDLength)
+	}
+	return nil
+}
+
+func catalogCheckSlug(field, slug string) *catalogFieldError {
+	if len(slug) > maxIDLength || !catalogSlugPattern.MatchString(slug) {
+		return catalogErr(field, "must be 1 to %d characters of a-z, 0-9 or '-'", maxIDLength)
+	}
+	return nil
+}
+
+func catalogIsWebURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return false
+	}
+	scheme := strings.ToLower(u.Scheme)
+	return scheme == "http" || scheme == "https"
+}
+
+// catalogObject is one JSON object of a line, with the path under which its fields are
+// reported.
+type catalogObject struct {
+	fields map[string]json.RawMessage
+	path   string
+}
+
+func catalogDecodeObject(raw []byte, path string) (catalogObject, *catalogFieldError) {
+	o := catalogObject{path: path}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		if path == "" {
+			return o, catalogErr("", "line is not a JSON object")
+		}
+		return o, catalogErr(path, "must be an object")
+	}
+	if err := json.Unmarshal(raw, &o.fields); err != nil {
+		if path == "" {
+			return o, catalogErr("", "invalid JSON: %v", err)
+		}
+		return o, catalogErr(path, "invalid JSON: %v", err)
+	}
+	return o, nil
+}
+
+func (o catalogObject) name(field string) string {
+	if o.path == "" {
+		return field
+	}
+	return o.path + "." + field
+}
+
+func catalogIsNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// raw returns the field's JSON, or nil when it is absent or null.
+func (o catalogObject) raw(field string) json.RawMessage {
+	v, ok := o.fields[field]
+	if !ok || catalogIsNull(v) {
+		return nil
+	}
+	return v
+}
+
+func (o catalogObject) str(field string) (*string, *catalogFieldError) {
+	raw := o.raw(field)
+	if raw == nil {
+		return nil, nil
+	}
+	var s string
+	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return nil, catalogErr(o.name(field), "must be a string")
+	}
+	return &s, nil
+}
+
+// optionalString is str with blank strings read as absent.
+func (o catalogObject) optionalString(field string) (*string, *catalogFieldError) {
+	s, ferr := o.str(field)
+	if s == nil || ferr != nil || strings.TrimSpace(*s) == "" {
+		return nil, ferr
+	}
+	return s, nil
+}
+
+func (o catalogObject) requiredString(field string) (string, *catalogFieldError) {
+	s, ferr := o.optionalString(field)
+	if ferr != nil {
+		return "", ferr
+	}
+	if s == nil {
+		return "", catalogErr(o.name(field), "is required")
+	}
+	return *s, nil
+}
+
+func (o catalogObject) number(field string) (*float64, *catalogFieldError) {
+	raw := o.raw(field)
+	if raw == nil {
+		return nil, nil
+	}
+	var f float64
+	if c := raw[0]; (c != '-' && (c < '0' || c > '9')) || json.Unmarshal(raw, &f) != nil {
+		return nil, catalogErr(o.name(field), "must be a number")
+	}
+	return &f, nil
+}
+
+func (o catalogObject) numberIn(field string, lo, hi float64) (*float64, *catalogFieldError) {
+	f, ferr := o.number(field)
+	if f == nil || ferr != nil {
+		return nil, ferr
+	}
+	if *f < lo || *f > hi {
+		if hi == math.MaxFloat64 {
+			return nil, catalogErr(o.name(field), "must not be negative")
+		}
+		return nil, catalogErr(o.name(field), "must be between %s and %s", catalogFormat(lo), catalogFormat(hi))
+	}
+	return f, nil
+}
+
+func catalogFormat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// integer accepts whole numbers, including forms like 12.0 or 1e3 that some exporters write.
+func (o catalogObject) integer(field string) (*int, *catalogFieldError) {
+	f, ferr := o.number(field)
+	if f == nil || ferr != nil {
+		if ferr != nil {
+			ferr.msg = "must be an integer"
+		}
+		return nil, ferr
+	}
+	if *f != math.Trunc(*f) || math.Abs(*f) > 1<<53 {
+		return nil, catalogErr(o.name(field), "must be an integer")
+	}
+	n := int(*f)
+	return &n, nil
+}
+
+func (o catalogObject) boolean(field string) (bool, *catalogFieldError) {
+	raw := o.raw(field)
+	if raw == nil {
+		return false, nil
+	}
+	var b bool
+	if json.Unmarshal(raw, &b) != nil {
+		return false, catalogErr(o.name(field), "must be true or false")
+	}
+	return b, nil
+}
+
+func (o catalogObject) timestamp(field string) (*time.Time, *catalogFieldError) {
+	s, ferr := o.optionalString(field)
+	if s == nil || ferr != nil {
+		if ferr != nil {
+			ferr.msg = "must be an RFC 3339 date-time string"
+		}
+		return nil, ferr
+	}
+	t, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return nil, catalogErr(o.name(field), "must be an RFC 3339 date-time such as 2026-05-01T18:00:00Z")
+	}
+	return &t, nil
+}
+
+func (o catalogObject) array(field string) ([]json.RawMessage, *catalogFieldError) {
+	raw := o.raw(field)
+	if raw == nil {
+		return nil, nil
+	}
+	var a []json.RawMessage
+	if raw[0] != '[' || json.Unmarshal(raw, &a) != nil {
+		return nil, catalogErr(o.name(field), "must be an array")
+	}
+	if a == nil {
+		a = []json.RawMessage{}
+	}
+	return a, nil
+}
+
+func (o catalogObject) object(field string) (*catalogObject, *catalogFieldError) {
+	raw := o.raw(field)
+	if raw == nil {
+		return nil, nil
+	}
+	sub, ferr := catalogDecodeObject(raw, o.name(field))
+	if ferr != nil {
+		return nil, ferr
+	}
+	return &sub, nil
+}
+
+var catalogStoreNumber = regexp.MustCompile(`\s*(?:#\s*\d+|\bno\.?\s*\d+)\s*$`)
+
+// NormalizedName is the form of a place name used to spot chains: lowercase, without a
+// trailing store number ("#12", "No. 3"), without punctuation, single-spaced.
+// "Joe's Diner #12" and "JOES DINER" are the same name.
+func NormalizedName(name string) string {
+	s := strings.ToLower(strings.TrimSpace(name))
+	if loc := catalogStoreNumber.FindStringIndex(s); loc != nil && loc[0] > 0 {
+		s = s[:loc[0]]
+	}
+	var b strings.Builder
+	space := false
+	for _, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsDigit(r):
+			if space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			space = false
+			b.WriteRune(r)
+		case unicode.IsSpace(r):
+			space = true
+		default:
+			// Punctuation and symbols vanish: "Bar-B-Q" is "barbq", "Joe's" is "joes".
+		}
+	}
+	return b.String()
+}
+
+// ChainThreshold is how many places must share a normalized name for all of them to count
+// as a chain, whether or not the import marks them is_chain.
+const ChainThreshold = 3
+
+// CanonicalURL is the public address of a place: {base}/places/{id}.
+func CanonicalURL(base, placeID string) string {
+	return strings.TrimRight(base, "/") + "/places/" + url.PathEscape(placeID)
+}

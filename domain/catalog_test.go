@@ -1,0 +1,260 @@
+package domain_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/domain"
+)
+
+var catalogToday = time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+
+const (
+	catalogTownLine  = `{"record":"town","slug":"berea","name":"Berea","county":"Madison","population":15539}`
+	catalogPlaceLine = `{"record":"place","place_id":"plc_1","name":"Joe's Diner","category":"food.restaurant.diner","town_slug":"berea","latitude":37.57,"longitude":-84.29}`
+	catalogEventLine = `{"record":"event","event_id":"evt_1","title":"Berea Craft Festival","event_type":"festival","start_date":"2026-12-01T15:00:00Z","town_slug":"berea"}`
+)
+
+func TestTheDemoCatalogParsesCompletely(t *testing.T) {
+	var buf bytes.Buffer
+	stats, err := demodata.Write(&buf, demodata.Config{Places: 300, Today: catalogToday})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := domain.ParseCatalog(&buf)
+	if err != nil {
+		t.Fatalf("ParseCatalog: %v", err)
+	}
+	if len(c.Towns) != stats.Towns || len(c.Places) != stats.Places || len(c.Events) != stats.Events {
+		t.Fatalf("parsed %d towns, %d places, %d events; want %+v", len(c.Towns), len(c.Places), len(c.Events), stats)
+	}
+	menus, reviews, located := 0, 0, 0
+	for _, p := range c.Places {
+		if len(p.Menu) > 0 {
+			menus++
+		}
+		if p.ReviewSummary != nil {
+			reviews++
+			if p.ReviewSummary.PlaceID != p.PlaceID {
+				t.Errorf("review summary of %s names place %q", p.PlaceID, p.ReviewSummary.PlaceID)
+			}
+		}
+		if p.Latitude != nil {
+			located++
+		}
+	}
+	if menus != stats.Menus || reviews != stats.Reviews || located != stats.Places {
+		t.Errorf("menus %d reviews %d located %d; want %d, %d, %d", menus, reviews, located, stats.Menus, stats.Reviews, stats.Places)
+	}
+}
+
+func TestFlatAndNestedLinesMeanTheSame(t *testing.T) {
+	flat := strings.Join([]string{catalogTownLine, catalogPlaceLine, catalogEventLine}, "\n")
+	nested := strings.Join([]string{
+		`{"record":"town","town":{"slug":"berea","name":"Berea","county":"Madison","population":15539}}`,
+		`{"record":"place","place":{"place_id":"plc_1","name":"Joe's Diner","category":"food.restaurant.diner","town_slug":"berea","latitude":37.57,"longitude":-84.29}}`,
+		`{"record":"event","event":{"event_id":"evt_1","title":"Berea Craft Festival","event_type":"festival","start_date":"2026-12-01T15:00:00Z","town_slug":"berea"}}`,
+	}, "\r\n")
+	a, err := domain.ParseCatalog(strings.NewReader(flat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := domain.ParseCatalog(strings.NewReader(nested))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	if !bytes.Equal(ja, jb) {
+		t.Fatalf("flat and nested differ:\n%s\n%s", ja, jb)
+	}
+	if a.Records() != 3 || a.Places[0].EnrichmentTier != domain.TierBasic || a.Places[0].Sources == nil {
+		t.Fatalf("unexpected catalog %s", ja)
+	}
+}
+
+func TestAnIDRepeatedInOneBatchKeepsItsLastValues(t *testing.T) {
+	in := catalogPlaceLine + "\n" + catalogTownLine + "\n" +
+		strings.Replace(catalogPlaceLine, `"Joe's Diner"`, `"Joe's Grill"`, 1)
+	c, err := domain.ParseCatalog(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Places) != 1 || c.Places[0].Name != "Joe's Grill" {
+		t.Fatalf("places %+v, want one named Joe's Grill", c.Places)
+	}
+}
+
+func TestUnknownFieldsAreIgnored(t *testing.T) {
+	in := strings.Replace(catalogPlaceLine, `{"record":"place",`, `{"record":"place","parking":{"spaces":12},"tags":["x"],`, 1)
+	if _, err := domain.ParseCatalog(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadLinesAreReportedByLineAndField(t *testing.T) {
+	// place sets one field of a valid place line, given as `"field":json`.
+	place := func(field string) string {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(catalogPlaceLine), &m)
+		var one map[string]json.RawMessage
+		if err := json.Unmarshal([]byte("{"+field+"}"), &one); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range one {
+			m[k] = v
+		}
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	withoutPlaceField := func(field string) string {
+		var m map[string]any
+		_ = json.Unmarshal([]byte(catalogPlaceLine), &m)
+		delete(m, field)
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	cases := []struct {
+		name, line, field, msg string
+	}{
+		{"not json", `{"record":"town",`, "", "invalid JSON"},
+		{"not an object", `["town"]`, "", "not a JSON object"},
+		{"no record kind", `{"slug":"berea","name":"Berea"}`, "record", "is required"},
+		{"unknown record kind", `{"record":"county","slug":"x"}`, "record", "unknown record kind"},
+		{"record kind not a string", `{"record":1}`, "record", "must be a string"},
+		{"town without slug", `{"record":"town","name":"Berea"}`, "slug", "is required"},
+		{"town slug with capitals", `{"record":"town","slug":"Berea","name":"Berea"}`, "slug", "a-z"},
+		{"town without name", `{"record":"town","slug":"berea"}`, "name", "is required"},
+		{"population not an integer", `{"record":"town","slug":"berea","name":"Berea","population":1.5}`, "population", "integer"},
+		{"population as a string", `{"record":"town","slug":"berea","name":"Berea","population":"15539"}`, "population", "integer"},
+		{"event without start", `{"record":"event","event_id":"e1","title":"T"}`, "start_date", "is required"},
+		{"event start not RFC 3339", `{"record":"event","event_id":"e1","title":"T","start_date":"2026-12-01"}`, "start_date", "RFC 3339"},
+		{"event ending before it starts", `{"record":"event","event_id":"e1","title":"T","start_date":"2026-12-01T10:00:00Z","end_date":"2026-12-01T09:00:00Z"}`, "end_date", "before"},
+		{"event id with a slash", `{"record":"event","event_id":"e/1","title":"T","start_date":"2026-12-01T10:00:00Z"}`, "event_id", "characters"},
+		{"place without category", withoutPlaceField("category"), "category", "is required"},
+		{"place id too long", place(`"place_id":"` + strings.Repeat("a", 129) + `"`), "place_id", "128"},
+		{"latitude out of range", place(`"latitude":123`), "latitude", "must be between -90 and 90"},
+		{"longitude out of range", place(`"longitude":-180.5`), "longitude", "must be between -180 and 180"},
+		{"latitude without longitude", withoutPlaceField("longitude"), "longitude", "required when latitude"},
+		{"latitude as a string", place(`"latitude":"37.5"`), "latitude", "must be a number"},
+		{"rating above 5", place(`"rating":5.1`), "rating", "between 0 and 5"},
+		{"negative rating count", place(`"rating_count":-1`), "rating_count", "negative"},
+		{"gem score above 1", place(`"local_gem_score":1.01`), "local_gem_score", "between 0 and 1"},
+		{"is_gem as a string", place(`"is_gem":"yes"`), "is_gem", "true or false"},
+		{"unknown enrichment tier", place(`"enrichment_tier":"gold"`), "enrichment_tier", "basic, enhanced or premium"},
+		{"relative website", place(`"website":"joes.example"`), "website", "http"},
+		{"ftp website", place(`"website":"ftp://joes.example"`), "website", "http"},
+		{"unknown day", place(`"hours":{"monday":[]}`), "hours.monday", "unknown day"},
+		{"bad opening time", place(`"hours":{"mon":[{"open":"9:00","close":"17:00"}]}`), "hours.mon[0].open", "HH:MM"},
+		{"closing at 25:00", place(`"hours":{"tue":[{"open":"09:00","close":"25:00"}]}`), "hours.tue[0].close", "HH:MM"},
+		{"day not an array", place(`"hours":{"mon":{"open":"09:00"}}`), "hours.mon", "array"},
+		{"menu item without name", place(`"menu":[{"name":"Pie","price":3},{"price":2}]`), "menu[1].name", "is required"},
+		{"negative menu price", place(`"menu":[{"name":"Pie","price":-3}]`), "menu[0].price", "negative"},
+		{"menu not an array", place(`"menu":{"name":"Pie"}`), "menu", "array"},
+		{"review confidence above 1", place(`"review_summary":{"headline":"h","summary":"s","confidence":1.2}`), "review_summary.confidence", "between 0 and 1"},
+		{"review summary not an object", place(`"review_summary":"great"`), "review_summary", "object"},
+		{"observation without date", place(`"sources":{"phone":[{"source":"a","value":"1"}]}`), "sources.phone[0].observed_at", "is required"},
+		{"observation with a bad date", place(`"sources":{"phone":[{"source":"a","value":"1","observed_at":"yesterday"}]}`), "sources.phone[0].observed_at", "RFC 3339"},
+		{"sources not an object", place(`"sources":[]`), "sources", "object"},
+		{"nested record not an object", `{"record":"town","town":"berea"}`, "town", "object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := catalogTownLine + "\n\n" + catalogEventLine + "\n" + tc.line + "\n" + catalogPlaceLine
+			_, err := domain.ParseCatalog(strings.NewReader(in))
+			var ie *domain.ImportError
+			if !errors.As(err, &ie) {
+				t.Fatalf("got %v, want an *ImportError", err)
+			}
+			if ie.Line != 4 || ie.Field != tc.field || !strings.Contains(ie.Message, tc.msg) {
+				t.Fatalf("got line %d field %q message %q; want line 4 field %q message containing %q", ie.Line, ie.Field, ie.Message, tc.field, tc.msg)
+			}
+		})
+	}
+}
+
+func TestImportErrorNamesLineAndField(t *testing.T) {
+	e := &domain.ImportError{Line: 3, Field: "latitude", Message: "must be between -90 and 90"}
+	if got := e.Error(); got != `line 3: field "latitude": must be between -90 and 90` {
+		t.Fatalf("Error() = %s", got)
+	}
+	e = &domain.ImportError{Line: 7, Message: "line is longer than 1 MiB"}
+	if got := e.Error(); got != `line 7: line is longer than 1 MiB` {
+		t.Fatalf("Error() = %s", got)
+	}
+}
+
+func TestTheFirstBadLineIsTheOneReported(t *testing.T) {
+	in := catalogTownLine + "\n" + `{"record":"town","slug":"x"}` + "\n" + `{"record":"nope"}`
+	_, err := domain.ParseCatalog(strings.NewReader(in))
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Line != 2 || ie.Field != "name" {
+		t.Fatalf("got %v, want line 2 field name", err)
+	}
+}
+
+func TestLinesOverOneMebibyteAreRefused(t *testing.T) {
+	desc := strings.Repeat("x", domain.MaxImportLine)
+	long := strings.Replace(catalogPlaceLine, `{"record":"place",`, `{"record":"place","description":"`+desc+`",`, 1)
+	_, err := domain.ParseCatalog(strings.NewReader(catalogTownLine + "\n" + long + "\n"))
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Line != 2 || !strings.Contains(ie.Message, "1 MiB") {
+		t.Fatalf("got %v, want line 2 too long", err)
+	}
+	// Just under the limit is fine.
+	pad := domain.MaxImportLine - len(catalogPlaceLine) - len(`"description":"",`)
+	ok := strings.Replace(catalogPlaceLine, `{"record":"place",`, `{"record":"place","description":"`+strings.Repeat("x", pad)+`",`, 1)
+	if len(ok) != domain.MaxImportLine {
+		t.Fatalf("test line is %d bytes", len(ok))
+	}
+	if _, err := domain.ParseCatalog(strings.NewReader(ok + "\n")); err != nil {
+		t.Fatalf("a line of exactly 1 MiB: %v", err)
+	}
+}
+
+func TestABatchHoldsAtMost200000Records(t *testing.T) {
+	var b strings.Builder
+	for i := 0; i <= domain.MaxImportRecords; i++ {
+		b.WriteString(`{"record":"town","slug":"t","name":"T"}` + "\n")
+	}
+	_, err := domain.ParseCatalog(strings.NewReader(b.String()))
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Line != domain.MaxImportRecords+1 {
+		t.Fatalf("got %v, want an error on line %d", err, domain.MaxImportRecords+1)
+	}
+}
+
+func TestNormalizedName(t *testing.T) {
+	cases := map[string]string{
+		"Joe's Diner":             "joes diner",
+		"  JOES   DINER ":         "joes diner",
+		"Joe's Diner #12":         "joes diner",
+		"Joe's Diner # 7":         "joes diner",
+		"Joe's Diner No. 3":       "joes diner",
+		"Joe's Diner no 14":       "joes diner",
+		"Town & Country Antiques": "town country antiques",
+		"Bar-B-Q Heaven":          "barbq heaven",
+		"Casino 5":                "casino 5",
+		"Studio 54":               "studio 54",
+		"#1":                      "1",
+		"Café Olé":                "café olé",
+	}
+	for in, want := range cases {
+		if got := domain.NormalizedName(in); got != want {
+			t.Errorf("NormalizedName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestCanonicalURL(t *testing.T) {
+	for _, base := range []string{"https://api.example", "https://api.example/"} {
+		if got := domain.CanonicalURL(base, "plc_0a1b"); got != "https://api.example/places/plc_0a1b" {
+			t.Errorf("CanonicalURL(%q) = %s", base, got)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package domain
+
+import (
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Trust tiers of a place field (decisions §1).
+const (
+	TrustVerified  = "verified"
+	TrustSupported = "supported"
+	TrustThin      = "thin"
+	TrustLow       = "low"
+)
+
+// Ages that bound the trust tiers, measured from the newest observation to now.
+const (
+	TrustFreshFor = 180 * 24 * time.Hour // verified needs the newest observation at most this old
+	TrustStaleAt  = 365 * 24 * time.Hour // older than this is low, whatever the sources say
+)
+
+// TrustScoredFields always have an entry in field_trust, null when nothing observed them.
+var TrustScoredFields = []string{"phone", "website", "address", "hours"}
+
+// FieldTrust is how far the API vouches for one field of a place.
+type FieldTrust struct {
+	Value          any        `json:"value"`
+	TrustTier      *string    `json:"trustTier"`
+	SourceCount    *int       `json:"sourceCount"`
+	LastVerifiedAt *time.Time `json:"lastVerifiedAt"`
+}
+
+// ComputeFieldTrust scores every field that has observations, plus TrustScoredFields.
+// Value comes from current (the place's value now); a field without observations gets a
+// nil entry (JSON null).
+//
+// The rules, applied in this order:
+//   - A source is one vote: when it observed a field several times, only its newest
+//     observation counts. SourceCount is the number of distinct sources; LastVerifiedAt is
+//     the newest observed_at of all of them.
+//   - low when the newest observation is more than 365 days before now (exactly 365 days
+//     is not yet low).
+//   - thin when there is one source.
+//   - low when the sources disagree: any two of them report different values. Values are
+//     compared after normalization (case, spacing; phone numbers by their digits; websites
+//     without scheme, "www." and trailing slash). "3 or more agree" in decisions §1 means
+//     all of them agree: a field that one source contradicts is not verified.
+//   - verified when 3 or more sources agree and the newest observation is at most 180 days
+//     old (exactly 180 days still counts).
+//   - supported otherwise: 2 sources agree, or 3 or more agree on an observation older
+//     than 180 days.
+func ComputeFieldTrust(sources map[string][]Observation, current map[string]any, now time.Time) map[string]*FieldTrust {
+	out := make(map[string]*FieldTrust, len(sources)+len(TrustScoredFields))
+	for _, f := range TrustScoredFields {
+		out[f] = nil
+	}
+	for field, obs := range sources {
+		out[field] = fieldTrustOf(field, obs, current[field], now)
+	}
+	return out
+}
+
+// PlaceFieldTrust is ComputeFieldTrust over a place's own sources and values.
+func PlaceFieldTrust(p Place, now time.Time) map[string]*FieldTrust {
+	return ComputeFieldTrust(p.Sources, p.FieldValues(), now)
+}
+
+// FieldValues maps the wire name of each scalar or hours field of the place to its value,
+// nil when the place has none; field_trust takes its values from here.
+func (p Place) FieldValues() map[string]any {
+	v := map[string]any{
+		"place_id":        p.PlaceID,
+		"name":            p.Name,
+		"category":        p.Category,
+		"is_gem":          p.IsGem,
+		"is_chain":        p.IsChain,
+		"enrichment_tier": p.EnrichmentTier,
+		"address":         nil,
+		"town_slug":       catalogDeref(p.TownSlug),
+		"latitude":        catalogDeref(p.Latitude),
+		"longitude":       catalogDeref(p.Longitude),
+		"local_gem_score": catalogDeref(p.LocalGemScore),
+		"phone":           catalogDeref(p.Phone),
+		"website":         catalogDeref(p.Website),
+		"rating":          catalogDeref(p.Rating),
+		"rating_count":    catalogDeref(p.RatingCount),
+		"seo_description": catalogDeref(p.SEODescription),
+		"description":     catalogDeref(p.Description),
+		"hours":           nil,
+	}
+	if p.Address != "" {
+		v["address"] = p.Address
+	}
+	if p.Hours != nil {
+		v["hours"] = p.Hours
+	}
+	return v
+}
+
+func catalogDeref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func fieldTrustOf(field string, obs []Observation, value any, now time.Time) *FieldTrust {
+	if len(obs) == 0 {
+		return nil
+	}
+	latest := map[string]Observation{} // per source, its newest observation
+	var newest time.Time
+	for _, o := range obs {
+		if l, ok := latest[o.Source]; !ok || o.ObservedAt.After(l.ObservedAt) {
+			latest[o.Source] = o
+		}
+		if o.ObservedAt.After(newest) {
+			newest = o.ObservedAt
+		}
+	}
+	values := map[string]bool{}
+	for _, src := range slices.Sorted(maps.Keys(latest)) {
+		values[normalizeObservedValue(field, latest[src].Value)] = true
+	}
+	n := len(latest)
+	age := now.Sub(newest)
+	var tier string
+	switch {
+	case age > TrustStaleAt:
+		tier = TrustLow
+	case n == 1:
+		tier = TrustThin
+	case len(values) > 1:
+		tier = TrustLow
+	case n >= 3 && age <= TrustFreshFor:
+		tier = TrustVerified
+	default:
+		tier = TrustSupported
+	}
+	at := newest.UTC()
+	return &FieldTrust{Value: value, TrustTier: &tier, SourceCount: &n, LastVerifiedAt: &at}
+}
+
+// normalizeObservedValue is the form in which two observations of a field count as the
+// same value.
+func normalizeObservedValue(field string, v any) string {
+	s, ok := v.(string)
+	if !ok {
+		b, err := json.Marshal(v) // maps marshal with sorted keys, so equal objects compare equal
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	s = strings.ToLower(strings.Join(strings.Fields(s), " "))
+	switch field {
+	case "phone":
+		digits := strings.Map(func(r rune) rune {
+			if unicode.IsDigit(r) {
+				return r
+			}
+			return -1
+		}, s)
+		if len(digits) == 11 && digits[0] == '1' {
+			digits = digits[1:] // North American country code
+		}
+		return digits
+	case "website":
+		s = strings.TrimPrefix(strings.TrimPrefix(s, "https://"), "http://")
+		s = strings.TrimPrefix(s, "www.")
+		return strings.TrimRight(s, "/")
+	}
+	return s
+}

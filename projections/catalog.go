@@ -1,0 +1,224 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// Catalog projects the catalog events into rm_towns, rm_places and rm_events. Each row
+// holds the record as last imported; rm_places also derives is_chain (decisions §1: marked
+// is_chain, or a normalized name shared by domain.ChainThreshold or more places).
+type Catalog struct {
+	// CanonicalBaseURL is kept for the read side, which builds canonical_url from it with
+	// domain.CanonicalURL; rows store the place id only, so a new base needs no rebuild.
+	CanonicalBaseURL string
+}
+
+// Name identifies the projection's checkpoint.
+func (Catalog) Name() string { return "catalog" }
+
+// catalogChunk bounds the rows of one upsert statement.
+const catalogChunk = 5000
+
+// Apply upserts the records of the imported events and ignores every other event type.
+// The newest version of a record wins, within the batch and against the row already
+// stored, so events may come in any order and applying them again changes nothing.
+func (c Catalog) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	towns := catalogLatest{}
+	places := catalogLatest{}
+	cal := catalogLatest{}
+	for _, e := range events {
+		switch e.Type {
+		case domain.EventTownImported:
+			towns.add(e)
+		case domain.EventPlaceImported:
+			places.add(e)
+		case domain.EventCalendarEventImported:
+			cal.add(e)
+		}
+	}
+	if err := catalogApplyTowns(ctx, tx, towns.events()); err != nil {
+		return err
+	}
+	if err := catalogApplyPlaces(ctx, tx, places.events()); err != nil {
+		return err
+	}
+	return catalogApplyEvents(ctx, tx, cal.events())
+}
+
+// Reset empties the projection's tables before a rebuild.
+func (Catalog) Reset(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `TRUNCATE rm_towns, rm_places, rm_events`)
+	return err
+}
+
+// catalogLatest keeps the newest version of each stream, in order of first appearance.
+// Versions, not batch order, decide: a later version of a stream may arrive first.
+type catalogLatest struct {
+	order []string
+	last  map[string]eventstore.Event
+}
+
+func (l *catalogLatest) add(e eventstore.Event) {
+	if l.last == nil {
+		l.last = map[string]eventstore.Event{}
+	}
+	prev, ok := l.last[e.StreamID]
+	if !ok {
+		l.order = append(l.order, e.StreamID)
+	}
+	if !ok || e.Version >= prev.Version {
+		l.last[e.StreamID] = e
+	}
+}
+
+func (l *catalogLatest) events() []eventstore.Event {
+	out := make([]eventstore.Event, len(l.order))
+	for i, s := range l.order {
+		out[i] = l.last[s]
+	}
+	return out
+}
+
+func catalogChunks(events []eventstore.Event, fn func([]eventstore.Event) error) error {
+	for start := 0; start < len(events); start += catalogChunk {
+		if err := fn(events[start:min(start+catalogChunk, len(events))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func catalogApplyTowns(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return catalogChunks(events, func(events []eventstore.Event) error {
+		n := len(events)
+		slugs, names, docs := make([]string, n), make([]string, n), make([]string, n)
+		counties, pops, versions := make([]*string, n), make([]*int, n), make([]int64, n)
+		for i, e := range events {
+			var t domain.Town
+			if err := json.Unmarshal(e.Payload, &t); err != nil {
+				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+			}
+			slugs[i], names[i], counties[i], pops[i], docs[i], versions[i] = t.Slug, t.Name, t.County, t.Population, string(e.Payload), e.Version
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO rm_towns (slug, name, county, population, doc, version)
+			SELECT slug, name, county, population, doc::jsonb, version
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::bigint[])
+				AS n(slug, name, county, population, doc, version)
+			ON CONFLICT (slug) DO UPDATE SET name = EXCLUDED.name, county = EXCLUDED.county,
+				population = EXCLUDED.population, doc = EXCLUDED.doc, version = EXCLUDED.version
+			WHERE rm_towns.version <= EXCLUDED.version`,
+			slugs, names, counties, pops, docs, versions)
+		if err != nil {
+			return fmt.Errorf("catalog projection: towns: %w", err)
+		}
+		return nil
+	})
+}
+
+func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return catalogChunks(events, func(events []eventstore.Event) error {
+		n := len(events)
+		var (
+			ids, names, norms, cats, docs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			towns                         = make([]*string, n)
+			gems, marked, menus, reviews  = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+			scores, ratings, lats, lngs   = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
+			counts                        = make([]*int, n)
+			versions                      = make([]int64, n)
+			updated                       = make([]any, n)
+		)
+		for i, e := range events {
+			var p domain.Place
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+			}
+			ids[i], names[i], norms[i], cats[i], docs[i] = p.PlaceID, p.Name, domain.NormalizedName(p.Name), p.Category, string(e.Payload)
+			towns[i] = p.TownSlug
+			gems[i], marked[i], menus[i], reviews[i] = p.IsGem, p.IsChain, len(p.Menu) > 0, p.ReviewSummary != nil
+			scores[i], ratings[i], lats[i], lngs[i] = p.LocalGemScore, p.Rating, p.Latitude, p.Longitude
+			counts[i], versions[i], updated[i] = p.RatingCount, e.Version, e.RecordedAt
+		}
+		// A renamed place leaves its old name: both names need their chain flag recounted.
+		var oldNames []string
+		rows, err := tx.Query(ctx, `SELECT DISTINCT normalized_name FROM rm_places WHERE place_id = ANY($1)`, ids)
+		if err != nil {
+			return fmt.Errorf("catalog projection: places: %w", err)
+		}
+		if oldNames, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("catalog projection: places: %w", err)
+		}
+		_, err = tx.Exec(ctx, `
+			INSERT INTO rm_places (place_id, town_slug, name, normalized_name, category, is_gem,
+				marked_chain, is_chain, local_gem_score, rating, rating_count, latitude, longitude,
+				doc, has_menu, has_review, version, updated_at)
+			SELECT place_id, town_slug, name, normalized_name, category, is_gem,
+				marked_chain, marked_chain, local_gem_score, rating, rating_count, latitude, longitude,
+				doc::jsonb, has_menu, has_review, version, updated_at
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[],
+				$7::bool[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::float8[],
+				$13::text[], $14::bool[], $15::bool[], $16::bigint[], $17::timestamptz[])
+				AS n(place_id, town_slug, name, normalized_name, category, is_gem,
+					marked_chain, local_gem_score, rating, rating_count, latitude, longitude,
+					doc, has_menu, has_review, version, updated_at)
+			ON CONFLICT (place_id) DO UPDATE SET town_slug = EXCLUDED.town_slug, name = EXCLUDED.name,
+				normalized_name = EXCLUDED.normalized_name, category = EXCLUDED.category,
+				is_gem = EXCLUDED.is_gem, marked_chain = EXCLUDED.marked_chain,
+				local_gem_score = EXCLUDED.local_gem_score, rating = EXCLUDED.rating,
+				rating_count = EXCLUDED.rating_count, latitude = EXCLUDED.latitude,
+				longitude = EXCLUDED.longitude, doc = EXCLUDED.doc, has_menu = EXCLUDED.has_menu,
+				has_review = EXCLUDED.has_review, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at
+			WHERE rm_places.version <= EXCLUDED.version`,
+			ids, towns, names, norms, cats, gems, marked, scores, ratings, counts, lats, lngs,
+			docs, menus, reviews, versions, updated)
+		if err != nil {
+			return fmt.Errorf("catalog projection: places: %w", err)
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE rm_places p SET is_chain = p.marked_chain OR c.n >= $2
+			FROM (SELECT normalized_name, count(*) AS n FROM rm_places
+				WHERE normalized_name = ANY($1) GROUP BY 1) c
+			WHERE p.normalized_name = c.normalized_name
+			  AND p.is_chain IS DISTINCT FROM (p.marked_chain OR c.n >= $2)`,
+			append(norms, oldNames...), domain.ChainThreshold)
+		if err != nil {
+			return fmt.Errorf("catalog projection: chain flags: %w", err)
+		}
+		return nil
+	})
+}
+
+func catalogApplyEvents(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return catalogChunks(events, func(events []eventstore.Event) error {
+		n := len(events)
+		ids, docs, towns := make([]string, n), make([]string, n), make([]*string, n)
+		starts, versions := make([]any, n), make([]int64, n)
+		for i, e := range events {
+			var ce domain.CalendarEvent
+			if err := json.Unmarshal(e.Payload, &ce); err != nil {
+				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+			}
+			ids[i], towns[i], starts[i], docs[i], versions[i] = ce.EventID, ce.TownSlug, ce.StartDate, string(e.Payload), e.Version
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO rm_events (event_id, town_slug, start_date, doc, version)
+			SELECT event_id, town_slug, start_date, doc::jsonb, version
+			FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::bigint[])
+				AS n(event_id, town_slug, start_date, doc, version)
+			ON CONFLICT (event_id) DO UPDATE SET town_slug = EXCLUDED.town_slug,
+				start_date = EXCLUDED.start_date, doc = EXCLUDED.doc, version = EXCLUDED.version
+			WHERE rm_events.version <= EXCLUDED.version`,
+			ids, towns, starts, docs, versions)
+		if err != nil {
+			return fmt.Errorf("catalog projection: events: %w", err)
+		}
+		return nil
+	})
+}

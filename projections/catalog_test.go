@@ -1,0 +1,244 @@
+package projections_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/projections"
+)
+
+var catalogNow = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// catalogImport imports in and returns every event in the store.
+func catalogImport(t *testing.T, pool *pgxpool.Pool, in []byte) []eventstore.Event {
+	t.Helper()
+	ctx := context.Background()
+	h := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return catalogNow }}
+	if _, err := h.Handle(ctx, bytes.NewReader(in), eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	// ReadAll holds back events until every older transaction of the cluster has ended,
+	// and other tests share the cluster: wait until it shows all of them.
+	total := catalogCount(t, pool, `SELECT count(*) FROM events`)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, err := eventstore.ReadAll(ctx, pool, eventstore.Position{}, 1_000_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == total {
+			return evs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ReadAll shows %d of %d events", len(evs), total)
+		}
+	}
+}
+
+func catalogApply(t *testing.T, pool *pgxpool.Pool, evs []eventstore.Event) {
+	t.Helper()
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		return projections.Catalog{}.Apply(context.Background(), tx, evs)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func catalogCount(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// catalogSnapshot is every row of the projection's tables, as text.
+func catalogSnapshot(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	err := pool.QueryRow(context.Background(), `SELECT
+		(SELECT coalesce(string_agg(t::text, E'\n' ORDER BY slug), '') FROM rm_towns t) ||
+		(SELECT coalesce(string_agg(p::text, E'\n' ORDER BY place_id), '') FROM rm_places p) ||
+		(SELECT coalesce(string_agg(e::text, E'\n' ORDER BY event_id), '') FROM rm_events e)`).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestTheCatalogProjectionHoldsEveryImportedRecord(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	stats, err := demodata.Write(&buf, demodata.Config{Places: 300, Today: catalogNow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := catalogImport(t, pool, buf.Bytes())
+	catalogApply(t, pool, evs)
+
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_towns`); n != stats.Towns {
+		t.Errorf("%d towns, want %d", n, stats.Towns)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places`); n != stats.Places {
+		t.Errorf("%d places, want %d", n, stats.Places)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_events`); n != stats.Events {
+		t.Errorf("%d events, want %d", n, stats.Events)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_menu AND jsonb_array_length(doc->'menu') > 0`); n != stats.Menus {
+		t.Errorf("%d places with a menu, want %d", n, stats.Menus)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_review AND doc->'review_summary'->>'summary' <> ''`); n != stats.Reviews {
+		t.Errorf("%d places with a review summary, want %d", n, stats.Reviews)
+	}
+	// Every place marked as a chain is one, and every name at 3+ places is one.
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE marked_chain AND NOT is_chain`); n != 0 {
+		t.Errorf("%d marked chains not flagged", n)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places p WHERE NOT is_chain AND
+		(SELECT count(*) FROM rm_places q WHERE q.normalized_name = p.normalized_name) >= 3`); n != 0 {
+		t.Errorf("%d places sharing a name with 2 others are not chains", n)
+	}
+
+	before := catalogSnapshot(t, pool)
+	catalogApply(t, pool, evs)
+	if after := catalogSnapshot(t, pool); after != before {
+		t.Fatal("applying the same events twice changed the rows")
+	}
+}
+
+func TestAReimportedPlaceReplacesItsRow(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	line := `{"record":"place","place_id":"plc_a","name":"Joe's Diner","category":"food.restaurant","menu":[{"name":"Pie","price":3}]}`
+	evs := catalogImport(t, pool, []byte(line))
+	catalogApply(t, pool, evs)
+	updated := strings.NewReplacer(`Joe's Diner`, `Joe's Grill`, `,"menu":[{"name":"Pie","price":3}]`, ``).Replace(line)
+	evs = catalogImport(t, pool, []byte(updated))
+	catalogApply(t, pool, evs[len(evs)-1:])
+
+	var name, norm string
+	var version int64
+	var hasMenu bool
+	err := pool.QueryRow(context.Background(), `SELECT name, normalized_name, version, has_menu FROM rm_places WHERE place_id = 'plc_a'`).
+		Scan(&name, &norm, &version, &hasMenu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "Joe's Grill" || norm != "joes grill" || version != 2 || hasMenu {
+		t.Fatalf("row %q %q v%d menu %v; want the second import", name, norm, version, hasMenu)
+	}
+	// An older version applied late (a replay of the first batch) does not win.
+	catalogApply(t, pool, evs[:1])
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE name = 'Joe''s Grill'`); n != 1 {
+		t.Fatal("an older event replaced the newer row")
+	}
+}
+
+func TestThreePlacesWithOneNameAreChainsUntilOneIsRenamed(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	in := strings.Join([]string{
+		`{"record":"place","place_id":"p1","name":"Joe's Diner #1","category":"food"}`,
+		`{"record":"place","place_id":"p2","name":"JOES DINER","category":"food"}`,
+		`{"record":"place","place_id":"p3","name":"Joe's Diner No. 3","category":"food"}`,
+		`{"record":"place","place_id":"p4","name":"Ann's Pies","category":"food","is_chain":true}`,
+	}, "\n")
+	evs := catalogImport(t, pool, []byte(in))
+	catalogApply(t, pool, evs)
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain`); n != 4 {
+		t.Fatalf("%d chains, want 4", n)
+	}
+	evs = catalogImport(t, pool, []byte(`{"record":"place","place_id":"p3","name":"Mae's Diner","category":"food"}`))
+	catalogApply(t, pool, evs[len(evs)-1:])
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain`); n != 1 {
+		t.Fatalf("%d chains after the rename, want only the marked one", n)
+	}
+}
+
+func TestResetEmptiesTheCatalogTables(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	evs := catalogImport(t, pool, []byte(`{"record":"town","slug":"berea","name":"Berea"}`))
+	catalogApply(t, pool, evs)
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		return projections.Catalog{}.Reset(context.Background(), tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_towns`); n != 0 {
+		t.Fatalf("%d towns after reset", n)
+	}
+}
+
+func TestPlaceDocsKeepTheLastImportOfEachPlace(t *testing.T) {
+	lat, lng, n := 37.5, -84.3, 12
+	desc, seo := "Pie since 1950.", "Joe's is a diner."
+	p := domain.Place{PlaceID: "p1", Name: "Joe's", Category: "food.diner", Latitude: &lat, Longitude: &lng, RatingCount: &n, SEODescription: &seo}
+	d := projections.PlaceDoc(p)
+	if d.Location == nil || d.Location.Lat != lat || d.Description != seo || d.RatingCount != 12 || d.TownSlug != "" {
+		t.Fatalf("doc %+v", d)
+	}
+	p.Description = &desc
+	if d := projections.PlaceDoc(p); d.Description != desc {
+		t.Fatalf("description %q, want the place's own", d.Description)
+	}
+
+	pool := pgtest.NewPool(t)
+	in := strings.Join([]string{
+		`{"record":"town","slug":"berea","name":"Berea"}`,
+		`{"record":"place","place_id":"p1","name":"Old","category":"food"}`,
+		`{"record":"place","place_id":"p2","name":"Two","category":"food","town_slug":"berea"}`,
+	}, "\n")
+	catalogImport(t, pool, []byte(in))
+	evs := catalogImport(t, pool, []byte(`{"record":"place","place_id":"p1","name":"New","category":"food"}`))
+	docs, err := projections.PlaceDocsFromEvents(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(docs) != 2 || docs[0].PlaceID != "p1" || docs[0].Name != "New" || docs[1].TownSlug != "berea" || docs[0].Location != nil {
+		t.Fatalf("docs %+v", docs)
+	}
+}
+
+// KYAPI_IMPORT_PLACES=20000 go test ./projections -run TestCatalogApplySpeed -v
+func TestCatalogApplySpeed(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("KYAPI_IMPORT_PLACES"))
+	if n == 0 {
+		t.Skip("set KYAPI_IMPORT_PLACES to measure")
+	}
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	if _, err := demodata.Write(&buf, demodata.Config{Places: n, Today: catalogNow}); err != nil {
+		t.Fatal(err)
+	}
+	evs := catalogImport(t, pool, buf.Bytes())
+	start := time.Now()
+	catalogApply(t, pool, evs)
+	t.Logf("applied %d events in %v", len(evs), time.Since(start))
+	t.Logf("chains: %d of %d places", catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain`), n)
+	t.Logf("chains by name only: %d", catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain AND NOT marked_chain`))
+}
+
+func TestTheNewestVersionWinsWhateverTheOrderOfEvents(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	line := `{"record":"place","place_id":"plc_a","name":"First","category":"food"}`
+	catalogImport(t, pool, []byte(line))
+	evs := catalogImport(t, pool, []byte(strings.Replace(line, "First", "Second", 1)))
+	catalogApply(t, pool, []eventstore.Event{evs[1], evs[0]})
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE name = 'Second' AND version = 2`); n != 1 {
+		t.Fatal("version 1 applied after version 2 in one batch won")
+	}
+}

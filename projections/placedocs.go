@@ -1,0 +1,59 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// PlaceDoc is what the place index keeps of a place. Full text covers the description, or
+// the SEO description when the place has no description of its own.
+func PlaceDoc(p domain.Place) placeindex.Doc {
+	d := placeindex.Doc{PlaceID: p.PlaceID, Name: p.Name, Category: p.Category}
+	switch {
+	case p.Description != nil:
+		d.Description = *p.Description
+	case p.SEODescription != nil:
+		d.Description = *p.SEODescription
+	}
+	if p.TownSlug != nil {
+		d.TownSlug = *p.TownSlug
+	}
+	if p.Latitude != nil && p.Longitude != nil {
+		d.Location = &placeindex.GeoPoint{Lat: *p.Latitude, Lng: *p.Longitude}
+	}
+	if p.RatingCount != nil {
+		d.RatingCount = *p.RatingCount
+	}
+	return d
+}
+
+// PlaceDocsFromEvents turns the PlaceImported events among events into index documents, one
+// per place in order of first appearance, with the values of its newest event (the last
+// one, unless a later stream version came earlier in the slice).
+func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err error) {
+	at := map[string]int{}
+	version := map[string]int64{}
+	for _, e := range events {
+		if e.Type != domain.EventPlaceImported {
+			continue
+		}
+		var p domain.Place
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return nil, fmt.Errorf("place docs: event %d: %w", e.Position, err)
+		}
+		d := PlaceDoc(p)
+		if i, ok := at[d.PlaceID]; ok {
+			if e.Version >= version[d.PlaceID] {
+				docs[i], version[d.PlaceID] = d, e.Version
+			}
+			continue
+		}
+		at[d.PlaceID], version[d.PlaceID] = len(docs), e.Version
+		docs = append(docs, d)
+	}
+	return docs, nil
+}
