@@ -23,7 +23,7 @@ type clock struct {
 	now time.Time
 }
 
-func (c *clock) Now() time.Time        { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
 type stack struct {

@@ -146,7 +146,9 @@ func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize in
 // logrusAdapter lets Watermill log through logrus.
 type logrusAdapter struct{ e *logrus.Entry }
 
-func (l logrusAdapter) fields(f watermill.LogFields) *logrus.Entry { return l.e.WithFields(logrus.Fields(f)) }
+func (l logrusAdapter) fields(f watermill.LogFields) *logrus.Entry {
+	return l.e.WithFields(logrus.Fields(f))
+}
 func (l logrusAdapter) Error(msg string, err error, f watermill.LogFields) {
 	l.fields(f).WithError(err).Error(msg)
 }

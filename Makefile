@@ -1,0 +1,45 @@
+# make run   the whole service with the demo Kentucky catalog (prints a demo key and a curl line)
+# make test  every test, against a real PostgreSQL (a private one when DATABASE_URL is unset)
+# make bench benchmarks
+
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/kyapi
+# A private PostgreSQL from the system binaries unless DATABASE_URL points elsewhere.
+DB_URL = $${DATABASE_URL:-$$(scripts/devdb.sh url)}
+
+export ADMIN_TOKEN ?= dev-admin-token
+export DATA_DIR ?= ./data
+export CANONICAL_BASE_URL ?= http://localhost:8080
+
+.PHONY: build run test vet bench db db-stop clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kyapi
+
+run: build
+	@set -e; export DATABASE_URL=$(DB_URL); \
+	$(BIN) migrate; \
+	$(BIN) demo-data; \
+	echo "Admin API on 127.0.0.1:8081 (token: $$ADMIN_TOKEN). Ctrl-C stops the service."; \
+	exec $(BIN) serve
+
+test: vet
+	@set -e; export DATABASE_URL=$(DB_URL); \
+	$(GO) test -count=1 -timeout 30m ./...
+
+vet:
+	$(GO) vet ./...
+
+bench:
+	@set -e; export DATABASE_URL=$(DB_URL); \
+	$(GO) test -run '^$$' -bench . -benchtime 2000x ./...
+
+db:
+	@scripts/devdb.sh url
+
+db-stop:
+	@scripts/devdb.sh stop
+
+clean:
+	rm -rf bin data

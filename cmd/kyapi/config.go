@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// config is read once, from the environment, at start.
+type config struct {
+	DatabaseURL      string
+	ReadAddr         string
+	AdminAddr        string
+	AdminToken       string
+	ElasticsearchURL string
+	DataDir          string
+	CanonicalBaseURL string
+	RateLimit        int
+	LogLevel         string
+	TLSCertFile      string
+	TLSKeyFile       string
+}
+
+func loadConfig() (config, error) {
+	c := config{
+		DatabaseURL:      os.Getenv("DATABASE_URL"),
+		ReadAddr:         envOr("READ_ADDR", ":8080"),
+		AdminAddr:        envOr("ADMIN_ADDR", "127.0.0.1:8081"),
+		AdminToken:       os.Getenv("ADMIN_TOKEN"),
+		ElasticsearchURL: os.Getenv("ELASTICSEARCH_URL"),
+		DataDir:          envOr("DATA_DIR", "./data"),
+		CanonicalBaseURL: strings.TrimRight(envOr("CANONICAL_BASE_URL", "http://localhost:8080"), "/"),
+		LogLevel:         envOr("LOG_LEVEL", "info"),
+		TLSCertFile:      os.Getenv("TLS_CERT_FILE"),
+		TLSKeyFile:       os.Getenv("TLS_KEY_FILE"),
+	}
+	if c.DatabaseURL == "" {
+		return c, fmt.Errorf("DATABASE_URL is not set")
+	}
+	rl := envOr("RATE_LIMIT_PER_MINUTE", "60")
+	n, err := strconv.Atoi(rl)
+	if err != nil || n < 1 {
+		return c, fmt.Errorf("RATE_LIMIT_PER_MINUTE must be a positive integer, got %q", rl)
+	}
+	c.RateLimit = n
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return c, fmt.Errorf("TLS_CERT_FILE and TLS_KEY_FILE must be set together")
+	}
+	return c, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/audit"
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/projections"
+)
+
+func runImport(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: kyapi import FILE... (NDJSON, decisions §9; - reads standard input)")
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	h := commands.ImportCatalog{Store: eventstore.New(pool), Clock: time.Now}
+	for _, name := range args {
+		var r io.Reader = os.Stdin
+		if name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = bufio.NewReaderSize(f, 1<<20)
+		}
+		res, err := h.Handle(ctx, r, eventstore.Metadata{Actor: "cli:import"})
+		if err != nil {
+			return fmt.Errorf("%s: %w (nothing of this file was imported)", name, err)
+		}
+		fmt.Printf("%s: %d towns, %d places, %d events (%d new, %d updated)\n", name, res.Towns, res.Places, res.Events, res.Created, res.Updated)
+	}
+	return nil
+}
+
+// runRebuild empties every shared read model and replays the store from position 0, then
+// rebuilds this process's place index (DATA_DIR or Elasticsearch) into a new generation.
+// Run it with the servers stopped, or expect them to serve partial read models meanwhile.
+func runRebuild(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
+	batch := fs.Int("batch", 5000, "events per transaction")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	head, err := eventstore.Head(ctx, pool)
+	if err != nil {
+		return err
+	}
+	var total int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&total); err != nil {
+		return err
+	}
+	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
+		p := projections.SQL{Pool: pool, Applier: a}
+		if err := p.Reset(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		n, err := projections.CatchUp(ctx, pool, p, *batch, progressBar(p.Name(), total, start))
+		if err != nil {
+			return err
+		}
+		finishBar(p.Name(), n, start)
+	}
+	index, err := openIndex(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer index.Close()
+	start := time.Now()
+	pi := projections.PlaceIndex{Pool: pool, Index: index}
+	n, err := pi.Rebuild(ctx, *batch, progressBar(pi.Name(), total, start))
+	if err != nil {
+		return err
+	}
+	finishBar(pi.Name(), n, start)
+	fmt.Printf("rebuilt every projection up to %v\n", head)
+	return nil
+}
+
+func progressBar(name string, total int64, start time.Time) func(int, eventstore.Position) {
+	return func(done int, _ eventstore.Position) {
+		const width = 30
+		frac := 1.0
+		if total > 0 {
+			frac = min(float64(done)/float64(total), 1)
+		}
+		bar := make([]byte, width)
+		for i := range bar {
+			bar[i] = ' '
+			if float64(i) < frac*width {
+				bar[i] = '='
+			}
+		}
+		rate := float64(done) / max(time.Since(start).Seconds(), 1e-9)
+		fmt.Fprintf(os.Stderr, "\r%-12s [%s] %3.0f%% %d/%d events %.0f events/s", name, bar, frac*100, done, total, rate)
+	}
+}
+
+func finishBar(name string, n int, start time.Time) {
+	secs := max(time.Since(start).Seconds(), 1e-9)
+	fmt.Fprintf(os.Stderr, "\r%-12s %d events in %.2fs (%.0f events/s)%30s\n", name, n, secs, float64(n)/secs, "")
+}
+
+// runAudit brings the shared read models up to the store head, then replays every account.
+func runAudit(ctx context.Context) error {
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if err := catchUpShared(ctx, pool, cfg); err != nil {
+		return err
+	}
+	rep, err := audit.Run(ctx, pool, os.Stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("audited %d accounts, %d events: %d differences\n", rep.Accounts, rep.Events, len(rep.Differences))
+	if len(rep.Differences) > 0 {
+		return exitCode(1)
+	}
+	return nil
+}
+
+func catchUpShared(ctx context.Context, pool *pgxpool.Pool, cfg config) error {
+	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
+		if _, err := projections.CatchUp(ctx, pool, projections.SQL{Pool: pool, Applier: a}, 5000, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Demo account identity: make run finds it again on the next start.
+const (
+	demoEmail      = "demo@kyapi.example"
+	demoPaymentRef = "demo-initial-credit"
+	demoCents      = 5000 // $50 = 10,000 credits
+)
+
+func runDemoData(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("demo-data", flag.ContinueOnError)
+	places := fs.Int("places", 20000, "number of places")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig()
+	if err != nil {
+		return err
+	}
+	pool, err := openDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := eventstore.New(pool)
+	if err := loadDemoCatalog(ctx, store, *places); err != nil {
+		return err
+	}
+	accounts := commands.Accounts{Store: store, Clock: time.Now}
+	meta := eventstore.Metadata{Actor: "cli:demo-data"}
+	var accountID string
+	err = pool.QueryRow(ctx, `SELECT account_id FROM accounts WHERE email = $1 ORDER BY opened_at LIMIT 1`, demoEmail).Scan(&accountID)
+	if err != nil {
+		if accountID, err = accounts.OpenAccount(ctx, "Demo Account", demoEmail, meta); err != nil {
+			return err
+		}
+	}
+	if _, err := accounts.Purchase(ctx, accountID, demoCents, demoPaymentRef, meta); err != nil {
+		return err
+	}
+	key, err := accounts.IssueKey(ctx, accountID, meta)
+	if err != nil {
+		return err
+	}
+	var balance int64
+	_ = pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance)
+	base := cfg.CanonicalBaseURL
+	fmt.Printf(`
+Demo account %s has %d credits.
+Demo API key (shown once; a new one is issued on every demo-data run):
+
+  %s
+
+Try it once the server is up:
+
+  curl -H "Authorization: Bearer %s" "%s/api/data/places?town=lexington&limit=3"
+
+`, accountID, balance, key.APIKey, key.APIKey, base)
+	return nil
+}
