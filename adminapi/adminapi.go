@@ -1,0 +1,132 @@
+// Package adminapi is the operator HTTP API (decisions §8): accounts, keys, purchases, bonus
+// grants, the ledger and catalog import, behind one bearer token on its own address.
+package adminapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/httpx"
+)
+
+// Body limits: ordinary calls carry a few fields; a catalog import can be large.
+const (
+	maxBody       = 1 << 20
+	maxImportBody = 64 << 20
+)
+
+// Server serves the admin API.
+type Server struct {
+	Accounts commands.Accounts
+	Import   commands.ImportCatalog
+	Pool     *pgxpool.Pool
+	// Token is ADMIN_TOKEN; when empty every call is refused.
+	Token string
+	Log   *logrus.Logger
+	// Clock decides which grace keys have expired when an account is shown; time.Now when nil.
+	Clock func() time.Time
+	// WaitProjected, when set, waits until the projections have reached the store's head;
+	// it is called before any read model is read.
+	WaitProjected func(ctx context.Context) error
+}
+
+// Handler returns the admin API's routes, wrapped in request id, access log and auth.
+func (s *Server) Handler() http.Handler {
+	r := mux.NewRouter()
+	accessLog := httpx.AccessLog(s.logger())
+	r.Use(accessLog, s.authenticate)
+
+	small := httpx.LimitBody(maxBody)
+	route := func(method, path string, h http.HandlerFunc) {
+		r.Handle(path, small(h)).Methods(method)
+	}
+	route(http.MethodPost, "/admin/accounts", s.openAccount)
+	route(http.MethodGet, "/admin/accounts/{accountId}", s.getAccount)
+	route(http.MethodPost, "/admin/accounts/{accountId}/keys", s.issueKey)
+	route(http.MethodPost, "/admin/accounts/{accountId}/keys/{keyId}/revoke", s.revokeKey)
+	route(http.MethodPost, "/admin/accounts/{accountId}/purchases", s.purchase)
+	route(http.MethodPost, "/admin/bonus-grants", s.grantBonus)
+	route(http.MethodGet, "/admin/accounts/{accountId}/ledger", s.ledger)
+	route(http.MethodGet, "/admin/accounts/{accountId}/balance-at", s.balanceAt)
+	r.Handle("/admin/catalog/import", httpx.LimitBody(maxImportBody)(http.HandlerFunc(s.importCatalog))).Methods(http.MethodPost)
+
+	// Unmatched requests skip the router's middleware: they get the chain here, so that an
+	// unauthenticated caller learns nothing about which routes exist.
+	r.NotFoundHandler = accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, http.StatusNotFound, httpx.CodeNotFound, "no such route")
+	})))
+	r.MethodNotAllowedHandler = accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, "method "+r.Method+" is not allowed on this route")
+	})))
+	return httpx.RequestID(r)
+}
+
+// authenticate requires Authorization: Bearer {ADMIN_TOKEN}, compared in constant time.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			e := httpx.MapError(domain.ErrMissingKey)
+			e.Message = "missing or malformed Authorization header; send Authorization: Bearer <ADMIN_TOKEN>"
+			e.Write(w)
+			return
+		}
+		if s.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(s.Token)) != 1 {
+			e := httpx.MapError(domain.ErrInvalidKey)
+			e.Message = "invalid admin token"
+			e.Write(w)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+func (s *Server) logger() *logrus.Logger {
+	if s.Log == nil {
+		return logrus.StandardLogger()
+	}
+	return s.Log
+}
+
+func (s *Server) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock()
+}
+
+// meta is the event metadata of an admin call.
+func meta(r *http.Request) eventstore.Metadata {
+	return eventstore.Metadata{RequestID: httpx.RequestIDFrom(r.Context()), Actor: "admin"}
+}
+
+// fail maps err to its error body; errors the client cannot fix are logged with their cause.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	e := httpx.MapError(err)
+	if e.Status >= 500 {
+		s.logger().WithError(err).WithFields(logrus.Fields{
+			"request_id": httpx.RequestIDFrom(r.Context()),
+			"status":     e.Status,
+		}).Error("admin call failed")
+	}
+	e.Write(w)
+}

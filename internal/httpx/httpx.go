@@ -1,0 +1,281 @@
+// Package httpx holds what the public read API and the admin API share at the HTTP edge:
+// the JSON envelope and error body, the one mapping from errors to status and code, and the
+// request-id, access-log and body-limit middleware.
+package httpx
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// WriteJSON writes v as the JSON body with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// WriteData writes the success envelope {"data": ...}.
+func WriteData(w http.ResponseWriter, status int, data any) {
+	WriteJSON(w, status, struct {
+		Data any `json:"data"`
+	}{data})
+}
+
+// WriteError writes the error body {"error": message, "code": code}.
+func WriteError(w http.ResponseWriter, status int, code, message string) {
+	WriteJSON(w, status, errorBody{Error: message, Code: code})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Error is an error as the client sees it: status, machine code and human sentence.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Write writes e as the error body.
+func (e Error) Write(w http.ResponseWriter) { WriteError(w, e.Status, e.Code, e.Message) }
+
+// BadRequestError is a problem with the request itself (malformed JSON, a bad query
+// parameter) found at the edge before any command runs.
+type BadRequestError struct{ Message string }
+
+func (e *BadRequestError) Error() string { return e.Message }
+
+// BadRequest returns a *BadRequestError with a formatted message.
+func BadRequest(format string, args ...any) error {
+	return &BadRequestError{Message: fmt.Sprintf(format, args...)}
+}
+
+// Error codes of decisions §6.
+const (
+	CodeBadRequest          = "bad_request"
+	CodeMissingAPIKey       = "missing_api_key"
+	CodeInvalidAPIKey       = "invalid_api_key"
+	CodeRevokedAPIKey       = "revoked_api_key"
+	CodeInsufficientCredits = "insufficient_credits"
+	CodeNotFound            = "not_found"
+	CodeRateLimited         = "rate_limited"
+	CodeInternal            = "internal"
+	// CodeUnavailable is for 503s: the database is unreachable or too slow.
+	CodeUnavailable = "unavailable"
+)
+
+// MapError is the one place that turns an error into a status, code and message. Anything
+// it does not know is a 500 whose message reveals nothing.
+func MapError(err error) Error {
+	sentinels := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{domain.ErrMissingKey, http.StatusUnauthorized, CodeMissingAPIKey},
+		{domain.ErrInvalidKey, http.StatusUnauthorized, CodeInvalidAPIKey},
+		{domain.ErrKeyRevoked, http.StatusForbidden, CodeRevokedAPIKey},
+		{domain.ErrInsufficientCredits, http.StatusPaymentRequired, CodeInsufficientCredits},
+		{domain.ErrAccountNotFound, http.StatusNotFound, CodeNotFound},
+		{domain.ErrKeyNotFound, http.StatusNotFound, CodeNotFound},
+		{domain.ErrPurchaseAmount, http.StatusBadRequest, CodeBadRequest},
+		// §6 has no conflict code: a payment reference reused for another account is a bad request.
+		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest},
+	}
+	for _, s := range sentinels {
+		if errors.Is(err, s.err) {
+			return Error{Status: s.status, Code: s.code, Message: s.err.Error()}
+		}
+	}
+	var (
+		validation *domain.ValidationError
+		importErr  *domain.ImportError
+		badRequest *BadRequestError
+		tooLarge   *http.MaxBytesError
+	)
+	switch {
+	case errors.As(err, &validation):
+		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: validation.Error()}
+	case errors.As(err, &importErr):
+		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: importErr.Error()}
+	case errors.As(err, &badRequest):
+		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: badRequest.Message}
+	case errors.As(err, &tooLarge):
+		return Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest,
+			Message: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
+	case isUnavailable(err):
+		return Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "service temporarily unavailable"}
+	}
+	return Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+}
+
+// isUnavailable tells a database that cannot answer now (down, restarting, overloaded, too
+// slow for the request's deadline) from a bug.
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || pgconn.Timeout(err) {
+		return true
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 53300: too many connections; 57P01..57P03: the
+		// server is shutting down or starting up.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "53300" ||
+			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return false
+}
+
+type requestIDKey struct{}
+
+// RequestIDHeader carries the request id both ways.
+const RequestIDHeader = "X-Request-Id"
+
+// RequestID gives every request an id: the caller's X-Request-Id when it is at most 64
+// characters of [A-Za-z0-9_-], otherwise 16 random bytes in hex. The id is echoed in the
+// response header and available to handlers through RequestIDFrom.
+func RequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(RequestIDHeader)
+		if !validRequestID(id) {
+			id = newRequestID()
+		}
+		w.Header().Set(RequestIDHeader, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
+	})
+}
+
+// RequestIDFrom returns the request id RequestID stored in ctx, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func newRequestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// AccessLog logs one line per request with the route template (not the path, which may
+// carry ids), method, status, resource id, request id and duration — never a header value,
+// query string, key or body. Give it a logger with a logrus.JSONFormatter.
+//
+// Install it with Router.Use so that the matched route is known, and also wrap the router's
+// NotFoundHandler and MethodNotAllowedHandler, which logs them as "unmatched".
+func AccessLog(logger *logrus.Logger) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			rec := &statusRecorder{ResponseWriter: w}
+			next.ServeHTTP(rec, r)
+			route := "unmatched"
+			if cr := mux.CurrentRoute(r); cr != nil {
+				if tpl, err := cr.GetPathTemplate(); err == nil {
+					route = tpl
+				}
+			}
+			fields := logrus.Fields{
+				"route":       route,
+				"method":      r.Method,
+				"status":      rec.Status(),
+				"request_id":  RequestIDFrom(r.Context()),
+				"duration_ms": float64(time.Since(start).Microseconds()) / 1000,
+			}
+			if id := resourceID(r); id != "" {
+				fields["resource_id"] = id
+			}
+			logger.WithFields(fields).Info("request")
+		})
+	}
+}
+
+// resourceID is the most specific id in the route's variables.
+func resourceID(r *http.Request) string {
+	vars := mux.Vars(r)
+	for _, name := range []string{"keyId", "placeId", "accountId"} {
+		if v := vars[name]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// Status is the status written, 200 when the handler wrote nothing.
+func (s *statusRecorder) Status() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// LimitBody caps request bodies at n bytes; reading past it gives *http.MaxBytesError,
+// which MapError turns into a 413.
+func LimitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, n)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package httpx
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		status  int
+		code    string
+		message string
+	}{
+		{"missing key", domain.ErrMissingKey, 401, "missing_api_key", domain.ErrMissingKey.Error()},
+		{"invalid key", domain.ErrInvalidKey, 401, "invalid_api_key", domain.ErrInvalidKey.Error()},
+		{"revoked key", domain.ErrKeyRevoked, 403, "revoked_api_key", domain.ErrKeyRevoked.Error()},
+		{"insufficient credits", domain.ErrInsufficientCredits, 402, "insufficient_credits", domain.ErrInsufficientCredits.Error()},
+		{"account not found", domain.ErrAccountNotFound, 404, "not_found", "account not found"},
+		{"key not found", domain.ErrKeyNotFound, 404, "not_found", "key not found"},
+		{"wrapped not found", fmt.Errorf("load: %w", domain.ErrAccountNotFound), 404, "not_found", "account not found"},
+		{"purchase amount", domain.ErrPurchaseAmount, 400, "bad_request", domain.ErrPurchaseAmount.Error()},
+		{"payment ref reused", domain.ErrPaymentRefReused, 400, "bad_request", domain.ErrPaymentRefReused.Error()},
+		{"validation", &domain.ValidationError{Field: "email", Message: "must be a plain e-mail address"}, 400, "bad_request", "email: must be a plain e-mail address"},
+		{"import line", fmt.Errorf("import: %w", &domain.ImportError{Line: 3, Field: "name", Message: "is required"}), 400, "bad_request", `line 3: field "name": is required`},
+		{"bad request", BadRequest("limit must be an integer between %d and %d", 1, 1000), 400, "bad_request", "limit must be an integer between 1 and 1000"},
+		{"body too large", &http.MaxBytesError{Limit: 10}, 413, "bad_request", "request body is larger than 10 bytes"},
+		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), 503, "unavailable", "service temporarily unavailable"},
+		{"connect", &pgconn.ConnectError{}, 503, "unavailable", "service temporarily unavailable"},
+		{"server shutting down", &pgconn.PgError{Code: "57P01"}, 503, "unavailable", "service temporarily unavailable"},
+		{"constraint violation", &pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint \"secret\""}, 500, "internal", "internal error"},
+		{"anything else", errors.New("disk on fire at /var/lib/secret"), 500, "internal", "internal error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := MapError(tt.err)
+			want := Error{Status: tt.status, Code: tt.code, Message: tt.message}
+			if got != want {
+				t.Errorf("MapError(%v) = %+v, want %+v", tt.err, got, want)
+			}
+		})
+	}
+}
+
+func TestWriteDataAndWriteErrorUseTheEnvelope(t *testing.T) {
+	w := httptest.NewRecorder()
+	WriteData(w, 201, map[string]string{"account_id": "acc_1"})
+	if w.Code != 201 || w.Header().Get("Content-Type") != "application/json; charset=utf-8" ||
+		strings.TrimSpace(w.Body.String()) != `{"data":{"account_id":"acc_1"}}` {
+		t.Errorf("WriteData: %d %q %s", w.Code, w.Header().Get("Content-Type"), w.Body)
+	}
+	w = httptest.NewRecorder()
+	MapError(domain.ErrKeyNotFound).Write(w)
+	if w.Code != 404 || strings.TrimSpace(w.Body.String()) != `{"error":"key not found","code":"not_found"}` {
+		t.Errorf("error body: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestRequestIDAcceptsOnlySafeIncomingIDs(t *testing.T) {
+	tests := []struct {
+		incoming string
+		kept     bool
+	}{
+		{"abc-DEF_123", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"has space", false},
+		{"inject\nheader", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		var seen string
+		h := RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = RequestIDFrom(r.Context()) }))
+		r := httptest.NewRequest("GET", "/", nil)
+		if tt.incoming != "" {
+			r.Header[RequestIDHeader] = []string{tt.incoming}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if got := w.Header().Get(RequestIDHeader); got != seen {
+			t.Errorf("header %q differs from context %q", got, seen)
+		}
+		if tt.kept && seen != tt.incoming {
+			t.Errorf("incoming %q: got %q, want it kept", tt.incoming, seen)
+		}
+		if !tt.kept && (seen == tt.incoming || len(seen) != 32) {
+			t.Errorf("incoming %q: got %q, want a fresh 32-hex id", tt.incoming, seen)
+		}
+	}
+}
+
+func TestAccessLogWritesOneLineWithoutSecretsOrQuery(t *testing.T) {
+	var buf bytes.Buffer
+	logger := logrus.New()
+	logger.SetOutput(&buf)
+	logger.SetFormatter(&logrus.JSONFormatter{})
+
+	router := mux.NewRouter()
+	router.Use(AccessLog(logger))
+	router.HandleFunc("/places/{placeId}", func(w http.ResponseWriter, r *http.Request) {
+		WriteData(w, 200, "ok")
+	}).Methods("GET")
+	router.NotFoundHandler = AccessLog(logger)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteError(w, 404, CodeNotFound, "no such route")
+	}))
+	h := RequestID(router)
+
+	const secret = "svc_live_SECRETsecretSECRETsecretSECRETsecret"
+	r := httptest.NewRequest("GET", "/places/plc_42?token=QUERYSECRET&q=bourbon", nil)
+	r.Header.Set("Authorization", "Bearer "+secret)
+	r.Header.Set(RequestIDHeader, "req-1")
+	h.ServeHTTP(httptest.NewRecorder(), r)
+
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 {
+		t.Fatalf("want one line, got %d: %s", len(lines), buf.String())
+	}
+	for _, leak := range []string{secret, "Bearer", "QUERYSECRET", "token", "bourbon", "?"} {
+		if strings.Contains(lines[0], leak) {
+			t.Errorf("log line contains %q: %s", leak, lines[0])
+		}
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, lines[0])
+	}
+	want := map[string]any{"route": "/places/{placeId}", "method": "GET", "status": float64(200), "resource_id": "plc_42", "request_id": "req-1"}
+	for k, v := range want {
+		if entry[k] != v {
+			t.Errorf("%s = %v, want %v", k, entry[k], v)
+		}
+	}
+	for _, k := range []string{"time", "duration_ms"} {
+		if _, ok := entry[k]; !ok {
+			t.Errorf("missing %s: %s", k, lines[0])
+		}
+	}
+
+	buf.Reset()
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/nowhere?key=abc", nil))
+	if err := json.Unmarshal(buf.Bytes(), &entry); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, buf.String())
+	}
+	if entry["route"] != "unmatched" || entry["status"] != float64(404) || strings.Contains(buf.String(), "nowhere") {
+		t.Errorf("unmatched request logged as %s", buf.String())
+	}
+}
+
+func TestLimitBodyStopsReadingPastTheLimit(t *testing.T) {
+	var readErr error
+	h := LimitBody(4)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, readErr = new(bytes.Buffer).ReadFrom(r.Body)
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("12345")))
+	if got := MapError(readErr); got.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("read error %v maps to %+v", readErr, got)
+	}
+}
