@@ -6,7 +6,8 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 base=${KYAPI_DEVDB_DIR:-$repo/.devdb}
-port=${KYAPI_DEVDB_PORT:-55432}
+# Each checkout gets its own port, so two clones (a developer's and CI's) never collide.
+port=${KYAPI_DEVDB_PORT:-$((55432 + $(printf '%s' "$repo" | cksum | cut -d' ' -f1) % 2000))}
 data=$base/data
 bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 [ -n "$bin" ] || { echo "devdb: no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (apt-get install postgresql)" >&2; exit 1; }
@@ -14,7 +15,6 @@ bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 # initdb and postgres refuse to run as root; run them as the postgres user then.
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
-url="postgres://postgres@127.0.0.1:$port/kyapi?sslmode=disable"
 case "${1:-url}" in
 stop)
   [ -f "$data/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$data" -m fast -w stop >&2
@@ -32,16 +32,18 @@ if [ ! -f "$data/PG_VERSION" ]; then
     || { cat "$base/initdb.log" >&2; exit 1; }
   cat >>"$data/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'
-port = $port
 unix_socket_directories = '$base'
 max_connections = 300
 shared_buffers = 256MB
 CONF
 fi
 if ! as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-  as_pg "$bin/pg_ctl" -D "$data" -l "$base/postgres.log" -w -t 60 start >/dev/null 2>&1 9>&- \
+  as_pg "$bin/pg_ctl" -D "$data" -l "$base/postgres.log" -o "-p $port" -w -t 60 start >/dev/null 2>&1 9>&- \
     || { tail -n 30 "$base/postgres.log" >&2; exit 1; }
 fi
+# A running cluster keeps the port it was started with.
+port=$(sed -n 4p "$data/postmaster.pid")
+url="postgres://postgres@127.0.0.1:$port/kyapi?sslmode=disable"
 if ! "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='kyapi'" | grep -q 1; then
   "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -d postgres -qc "CREATE DATABASE kyapi" >&2
 fi
