@@ -1,0 +1,215 @@
+package readapi
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gorilla/mux"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// Paging bounds of the place list and geo search (decisions §2).
+const (
+	defaultPageLimit = 20
+	maxPageLimit     = 100
+	maxOffset        = 10000
+)
+
+// Geo search bounds (decisions §2).
+const (
+	defaultRadiusKm = 5
+	maxRadiusKm     = 50
+)
+
+// Related places: same top-level category within this radius, at most this many.
+const (
+	relatedRadiusKm = 50
+	relatedLimit    = 10
+)
+
+// listPlaces answers GET /api/data/places: town AND q, paid per row.
+func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", defaultPageLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, "offset", 0, 0, maxOffset)
+	if err != nil {
+		return err
+	}
+	res, err := s.Index.List(r.Context(), placeindex.ListQuery{
+		TownPrefix: ResolveTown(q.Get("town")),
+		Q:          strings.TrimSpace(q.Get("q")),
+		Limit:      limit,
+		Offset:     offset,
+	})
+	if err != nil {
+		return fmt.Errorf("place list: %w", err)
+	}
+	return s.servePlaceRows(w, r, c, domain.OpPlaceList, res.Hits, false)
+}
+
+// searchPlaces answers GET /api/data/search: places within radius of a point, nearest
+// first, paid per row.
+func (s *Server) searchPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	lat, err := floatParam(q, "lat", true, 0, -90, 90, false)
+	if err != nil {
+		return err
+	}
+	lng, err := floatParam(q, "lng", true, 0, -180, 180, false)
+	if err != nil {
+		return err
+	}
+	radius, err := floatParam(q, "radius", false, defaultRadiusKm, 0, maxRadiusKm, true)
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit", defaultPageLimit, 1, maxPageLimit)
+	if err != nil {
+		return err
+	}
+	offset, err := intParam(q, "offset", 0, 0, maxOffset)
+	if err != nil {
+		return err
+	}
+	res, err := s.Index.Near(r.Context(), placeindex.GeoQuery{
+		Center:   placeindex.GeoPoint{Lat: lat, Lng: lng},
+		RadiusKm: radius,
+		Limit:    limit,
+		Offset:   offset,
+	})
+	if err != nil {
+		return fmt.Errorf("geo search: %w", err)
+	}
+	return s.servePlaceRows(w, r, c, domain.OpSearch, res.Hits, true)
+}
+
+// servePlaceRows loads the hits' places in hit order and serves them per row. A hit the
+// read model does not (yet) hold is left out, unpaid.
+func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, hits []placeindex.Hit, withDistance bool) error {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.PlaceID
+	}
+	places, err := s.loadPlaces(r.Context(), ids)
+	if err != nil {
+		return err
+	}
+	rows := make([]placeRow, 0, len(hits))
+	resources := make([]string, 0, len(hits))
+	for _, h := range hits {
+		p, ok := places[h.PlaceID]
+		if !ok {
+			continue
+		}
+		row := s.placeRow(p)
+		if withDistance {
+			d := h.DistanceKm
+			row.DistanceKm = &d
+		}
+		rows = append(rows, row)
+		resources = append(resources, domain.PlaceResource(p.PlaceID))
+	}
+	return serveRows(s, w, r, c, op, resources, rows)
+}
+
+// placeDetail answers GET /api/data/places/{placeId}.
+func (s *Server) placeDetail(w http.ResponseWriter, r *http.Request, c caller) error {
+	p, err := s.existingPlace(r)
+	if err != nil {
+		return err
+	}
+	return s.serveObject(w, r, c, domain.OpPlaceDetail, domain.PlaceResource(p.PlaceID), s.detail(p.Place, s.now()))
+}
+
+// placeMenu answers GET /api/data/places/{placeId}/menu.
+func (s *Server) placeMenu(w http.ResponseWriter, r *http.Request, c caller) error {
+	p, err := s.existingPlace(r)
+	if err != nil {
+		return err
+	}
+	if len(p.Menu) == 0 {
+		return &notFoundError{codeNoMenuData, "place " + p.PlaceID + " has no menu data"}
+	}
+	return serveList(s, w, r, c, domain.OpPlaceMenu, domain.MenuResource(p.PlaceID), p.Menu)
+}
+
+// placeReviews answers GET /api/data/places/{placeId}/reviews.
+func (s *Server) placeReviews(w http.ResponseWriter, r *http.Request, c caller) error {
+	p, err := s.existingPlace(r)
+	if err != nil {
+		return err
+	}
+	rs := p.ReviewSummary
+	if rs == nil {
+		return &notFoundError{codeNoReviewData, "place " + p.PlaceID + " has no review summary"}
+	}
+	summary := reviewSummary{PlaceID: p.PlaceID, Headline: rs.Headline, Summary: rs.Summary,
+		Confidence: rs.Confidence, ReviewCount: rs.ReviewCount, GeneratedAt: p.UpdatedAt.UTC()}
+	if rs.GeneratedAt != nil {
+		summary.GeneratedAt = rs.GeneratedAt.UTC()
+	}
+	return s.serveObject(w, r, c, domain.OpReviews, domain.ReviewsResource(p.PlaceID), summary)
+}
+
+// relatedPlaces answers GET /api/data/places/{placeId}/related: other places of the same
+// top-level category within relatedRadiusKm, nearest first. A place without coordinates
+// has no neighbours; the answer is an empty list, charged like any other.
+func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
+	p, err := s.existingPlace(r)
+	if err != nil {
+		return err
+	}
+	items := []relatedItem{}
+	if p.Latitude != nil && p.Longitude != nil {
+		top, _, _ := strings.Cut(p.Category, ".")
+		res, err := s.Index.Near(r.Context(), placeindex.GeoQuery{
+			Center:         placeindex.GeoPoint{Lat: *p.Latitude, Lng: *p.Longitude},
+			RadiusKm:       relatedRadiusKm,
+			CategoryPrefix: top,
+			ExcludeID:      p.PlaceID,
+			Limit:          relatedLimit,
+		})
+		if err != nil {
+			return fmt.Errorf("related places: %w", err)
+		}
+		ids := make([]string, len(res.Hits))
+		for i, h := range res.Hits {
+			ids[i] = h.PlaceID
+		}
+		places, err := s.loadPlaces(r.Context(), ids)
+		if err != nil {
+			return err
+		}
+		for _, h := range res.Hits {
+			n, ok := places[h.PlaceID]
+			if !ok {
+				continue
+			}
+			items = append(items, relatedItem{
+				PlaceID: n.PlaceID, Name: n.Name, Category: n.Category, TownSlug: n.TownSlug,
+				DistanceKm: h.DistanceKm, Rating: n.Rating,
+				Reason: fmt.Sprintf("same category, %.1f km away", h.DistanceKm),
+			})
+		}
+	}
+	return serveList(s, w, r, c, domain.OpRelated, domain.RelatedResource(p.PlaceID), items)
+}
+
+// existingPlace loads the route's place, or gives a 404 not_found.
+func (s *Server) existingPlace(r *http.Request) (placeRecord, error) {
+	id := mux.Vars(r)["placeId"]
+	p, ok, err := s.loadPlace(r.Context(), id)
+	if err != nil {
+		return p, err
+	}
+	if !ok {
+		return p, errPlaceNotFound(id)
+	}
+	return p, nil
+}

@@ -1,0 +1,454 @@
+package readapi_test
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/readapi"
+)
+
+func TestAPlacePaidAsAListRowIsFreeAsADetailTheSameDay(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	rows, m := s.get(key, "/api/data/places?town=lexington&limit=1").rows(t)
+	if len(rows) != 1 || m.CreditsUsed != 1 || m.CreditsRemaining != 999 || *m.Count != 1 || *m.Deduplicated {
+		t.Fatalf("list: rows %v meta %+v", ids(rows), m)
+	}
+	id := rows[0]["place_id"].(string)
+
+	detail, dm := s.get(key, "/api/data/places/"+id).object(t)
+	if detail["place_id"] != id || dm.CreditsUsed != 0 || dm.Deduplicated == nil || !*dm.Deduplicated || dm.CreditsRemaining != 999 {
+		t.Fatalf("detail after list: %v meta %+v", detail["place_id"], dm)
+	}
+}
+
+func TestAListIsCutWhenTheBalanceRunsOutAndCountsTheUnpaidRows(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customerWithBalance(3)
+
+	rows, m := s.get(key, "/api/data/places?town=lexington&limit=5").rows(t)
+	if len(rows) != 3 || m.CreditsUsed != 3 || m.CreditsRemaining != 0 {
+		t.Fatalf("rows %v meta %+v", ids(rows), m)
+	}
+	if m.Partial == nil || !*m.Partial || m.OmittedUnpaid == nil || *m.OmittedUnpaid != 2 || *m.Count != 3 {
+		t.Fatalf("meta %+v, want partial with 2 omitted", m)
+	}
+	// The rows returned are the first three in result order.
+	want := []string{"lex-bourbon-bar", "lex-coffee", "lex-bbq"}
+	if !slices.Equal(ids(rows), want) {
+		t.Fatalf("rows %v, want %v", ids(rows), want)
+	}
+}
+
+func TestAFixedCostCallOneCreditShortIsRefusedWith402AndCostsNothing(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customerWithBalance(9)
+
+	s.get(key, "/api/data/towns").expectError(t, http.StatusPaymentRequired, "insufficient_credits")
+	if b := s.balance(account); b != 9 {
+		t.Fatalf("balance %d after 402, want 9", b)
+	}
+}
+
+func TestADeduplicatedCallIsFreeEvenAtZeroBalance(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customerWithBalance(10)
+
+	towns, m := s.get(key, "/api/data/towns").rows(t)
+	if len(towns) != 4 || m.CreditsUsed != 10 || m.CreditsRemaining != 0 || *m.Deduplicated {
+		t.Fatalf("first towns call: %d towns, meta %+v", len(towns), m)
+	}
+	if want := []string{"bowling-green", lexington, louisville, "paducah"}; !slices.Equal(idsOf(towns, "slug"), want) {
+		t.Fatalf("towns %v, want sorted by slug %v", idsOf(towns, "slug"), want)
+	}
+	if bg := towns[0]; bg["county"] != nil || bg["population"] != nil {
+		t.Fatalf("town without county and population: %v", bg)
+	} else if _, ok := bg["county"]; !ok {
+		t.Fatalf("county must be an explicit null: %v", bg)
+	}
+
+	_, m = s.get(key, "/api/data/towns").rows(t)
+	if m.CreditsUsed != 0 || !*m.Deduplicated || m.CreditsRemaining != 0 {
+		t.Fatalf("repeat at zero balance: meta %+v", m)
+	}
+}
+
+func TestGeoSearchReturnsRowsNearestFirstAndLeavesOutPlacesBeyondTheRadius(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	path := "/api/data/search?lat=" + strconv.FormatFloat(geoCenter.Lat, 'f', -1, 64) +
+		"&lng=" + strconv.FormatFloat(geoCenter.Lng, 'f', -1, 64) + "&radius=3"
+	rows, m := s.get(key, path).rows(t)
+	if want := []string{"geo-a", "geo-b", "geo-c"}; !slices.Equal(ids(rows), want) {
+		t.Fatalf("rows %v, want %v", ids(rows), want)
+	}
+	center := placeindex.GeoPoint{Lat: geoCenter.Lat, Lng: geoCenter.Lng}
+	if out := placeindex.DistanceKm(center, placeindex.GeoPoint{Lat: kmNorth(3.1), Lng: geoCenter.Lng}); out <= 3 {
+		t.Fatalf("geo-out lies %.3f km away; the test needs it outside 3 km", out)
+	}
+	last := 0.0
+	for _, r := range rows {
+		d, ok := r["distance_km"].(float64)
+		if !ok || d < last || d > 3 {
+			t.Fatalf("row %v: distance_km %v after %v", r["place_id"], r["distance_km"], last)
+		}
+		last = d
+	}
+	if m.CreditsUsed != 3 || *m.Count != 3 || *m.DeduplicatedCount != 0 {
+		t.Fatalf("meta %+v", m)
+	}
+	// Searching again serves the same rows free: each place was paid today.
+	_, m = s.get(key, path).rows(t)
+	if m.CreditsUsed != 0 || *m.DeduplicatedCount != 3 || !*m.Deduplicated {
+		t.Fatalf("repeat meta %+v", m)
+	}
+}
+
+func TestOutOfRangeOrMalformedParametersAre400BadRequestAndNotCharged(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customer(500)
+
+	for _, path := range []string{
+		"/api/data/places?limit=101",
+		"/api/data/places?limit=0",
+		"/api/data/places?limit=ten",
+		"/api/data/places?offset=10001",
+		"/api/data/search?lat=38&lng=-84&limit=101",
+		"/api/data/search?lng=-84",
+		"/api/data/search?lat=91&lng=-84",
+		"/api/data/search?lat=38&lng=-181",
+		"/api/data/search?lat=north&lng=-84",
+		"/api/data/search?lat=38&lng=-84&radius=0",
+		"/api/data/search?lat=38&lng=-84&radius=50.5",
+		"/api/data/hidden-gems?limit=51",
+		"/api/data/events?from=2025-13-01",
+		"/api/data/events?to=15/06/2025",
+		"/api/data/events?from=2025-07-01&to=2025-06-30",
+	} {
+		t.Run(path, func(t *testing.T) {
+			r := s.get(key, path)
+			r.expectError(t, http.StatusBadRequest, "bad_request")
+			if r.Header.Get("X-RateLimit-Limit") == "" {
+				t.Errorf("400 without rate-limit headers")
+			}
+		})
+	}
+	if b := s.balance(account); b != 1000 {
+		t.Fatalf("balance %d after 400s, want 1000", b)
+	}
+	// The message names the parameter.
+	if r := s.get(key, "/api/data/places?limit=101"); !strings.Contains(string(r.Body), "limit") {
+		t.Fatalf("400 body does not name the parameter: %s", r.Body)
+	}
+}
+
+func TestAMissingKeyIs401MissingAPIKey(t *testing.T) {
+	s := newStack(t)
+	s.get("", "/api/data/towns").expectError(t, http.StatusUnauthorized, "missing_api_key")
+}
+
+func TestAnUnknownKeyIs401InvalidAPIKey(t *testing.T) {
+	s := newStack(t)
+	unknown, err := domain.NewKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.get(unknown, "/api/data/towns").expectError(t, http.StatusUnauthorized, "invalid_api_key")
+	s.get("svc_live_not-a-key", "/api/data/towns").expectError(t, http.StatusUnauthorized, "invalid_api_key")
+}
+
+func TestARevokedKeyIs403RevokedAPIKey(t *testing.T) {
+	s := newStack(t)
+	account, _ := s.customer(500)
+	k, err := s.accounts.IssueKey(ctx, account, eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.accounts.RevokeKey(ctx, account, k.KeyID, "compromised", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	s.get(k.APIKey, "/api/data/towns").expectError(t, http.StatusForbidden, "revoked_api_key")
+}
+
+func TestThe61stRequestInAMinuteIs429WithRetryAfter(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	for i := 1; i <= 60; i++ {
+		r := s.get(key, "/api/data/places/no-such-place")
+		if r.Status != http.StatusNotFound {
+			t.Fatalf("request %d: %d %s", i, r.Status, r.Body)
+		}
+		if got := r.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(60-i) {
+			t.Fatalf("request %d: X-RateLimit-Remaining %q", i, got)
+		}
+	}
+	r := s.get(key, "/api/data/towns")
+	r.expectError(t, http.StatusTooManyRequests, "rate_limited")
+	if r.Header.Get("Retry-After") != "60" || r.Header.Get("X-RateLimit-Limit") != "60" || r.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("429 headers %v", r.Header)
+	}
+	if reset := r.Header.Get("X-RateLimit-Reset"); reset != strconv.FormatInt(start.Add(time.Minute).Unix(), 10) {
+		t.Fatalf("X-RateLimit-Reset %q, want the end of the window", reset)
+	}
+
+	s.clock.Advance(time.Minute)
+	if r := s.get(key, "/api/data/towns"); r.Status != http.StatusOK || r.Header.Get("X-RateLimit-Remaining") != "59" {
+		t.Fatalf("after the window: %d remaining %q", r.Status, r.Header.Get("X-RateLimit-Remaining"))
+	}
+}
+
+func TestTheTownAliasLexingtonResolvesToItsCanonicalSlug(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	rows, _ := s.get(key, "/api/data/places?town=Lexington&limit=100").rows(t)
+	if len(rows) != 7 {
+		t.Fatalf("got %v, want the 7 Lexington places", ids(rows))
+	}
+	for _, r := range rows {
+		if r["town_slug"] != lexington {
+			t.Fatalf("row %v in %v", r["place_id"], r["town_slug"])
+		}
+	}
+	rows, _ = s.get(key, "/api/data/places?town=bowling%20green").rows(t)
+	if want := []string{"bg-burger-3", "bg-cave"}; !slices.Equal(ids(rows), want) {
+		t.Fatalf("bowling green: %v, want %v", ids(rows), want)
+	}
+	if got := readapi.ResolveTown("LOUISVILLE"); got != louisville {
+		t.Fatalf("ResolveTown(LOUISVILLE) = %q", got)
+	}
+}
+
+func TestTownAndQCombineWithAnd(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	rows, _ := s.get(key, "/api/data/places?q=bourb").rows(t)
+	if got := ids(rows); !slices.Contains(got, "lex-bourbon-bar") || !slices.Contains(got, "lou-bourbon") {
+		t.Fatalf("q alone: %v", got)
+	}
+	rows, _ = s.get(key, "/api/data/places?q=bourb&town=lexington").rows(t)
+	if want := []string{"lex-bourbon-bar"}; !slices.Equal(ids(rows), want) {
+		t.Fatalf("q and town: %v, want %v", ids(rows), want)
+	}
+}
+
+func TestListRowsCarryEveryPlaceFieldButNotTheDetailOnes(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	rows, _ := s.get(key, "/api/data/places?town=lexington&limit=100").rows(t)
+	for _, r := range rows {
+		for _, f := range []string{"place_id", "name", "category", "town_slug", "latitude", "longitude", "is_gem",
+			"local_gem_score", "phone", "website", "rating", "rating_count", "seo_description", "canonical_url"} {
+			if _, ok := r[f]; !ok {
+				t.Fatalf("row %v lacks %s", r["place_id"], f)
+			}
+		}
+		for _, f := range []string{"hours", "description", "enrichment_tier", "distance_km"} {
+			if _, ok := r[f]; ok {
+				t.Fatalf("list row %v carries %s", r["place_id"], f)
+			}
+		}
+		if r["canonical_url"] != baseURL+"/places/"+r["place_id"].(string) {
+			t.Fatalf("canonical_url %v", r["canonical_url"])
+		}
+	}
+}
+
+func TestPlaceDetailCarriesXCreditsRemainingAndTheDetailFields(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	r := s.get(key, "/api/data/places/lex-bourbon-bar")
+	if r.Header.Get("X-Credits-Remaining") != "999" || r.Header.Get("X-Request-Id") == "" {
+		t.Fatalf("headers %v", r.Header)
+	}
+	d, m := r.object(t)
+	if m.CreditsUsed != 1 || m.CreditsRemaining != 999 || *m.Deduplicated {
+		t.Fatalf("meta %+v", m)
+	}
+	if d["description"] != "Small batch bourbon and music." || d["enrichment_tier"] != "premium" || d["hours"] == nil {
+		t.Fatalf("detail %v", d)
+	}
+	trust := d["field_trust"].(map[string]any)
+	phone, _ := trust["phone"].(map[string]any)
+	if phone == nil || phone["trustTier"] != "verified" || phone["sourceCount"] != 3.0 {
+		t.Fatalf("phone trust %v", trust["phone"])
+	}
+	if v, ok := trust["website"]; !ok || v != nil {
+		t.Fatalf("website without observations: %v present=%v, want null", v, ok)
+	}
+}
+
+func TestAPlaceWithoutAMenuIs404NoMenuData(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	s.get(key, "/api/data/places/lex-bbq/menu").expectError(t, http.StatusNotFound, "no_menu_data")
+	s.get(key, "/api/data/places/lex-bbq/reviews").expectError(t, http.StatusNotFound, "no_review_data")
+
+	items, m := s.get(key, "/api/data/places/lex-bourbon-bar/menu").rows(t)
+	if len(items) != 2 || m.CreditsUsed != 3 || items[0]["currency"] != "USD" || items[1]["price"] != nil {
+		t.Fatalf("menu %v meta %+v", items, m)
+	}
+	review, m := s.get(key, "/api/data/places/lex-bourbon-bar/reviews").object(t)
+	if review["headline"] != "Cozy bourbon den" || review["place_id"] != "lex-bourbon-bar" || m.CreditsUsed != 2 {
+		t.Fatalf("review %v meta %+v", review, m)
+	}
+}
+
+func TestAnUnknownPlaceIs404NotFoundOnEveryPlaceRoute(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	for _, suffix := range []string{"", "/menu", "/reviews", "/related"} {
+		s.get(key, "/api/data/places/no-such-place"+suffix).expectError(t, http.StatusNotFound, "not_found")
+	}
+}
+
+func TestErrorsAreNotCharged(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customer(500)
+
+	s.get(key, "/api/data/events?from=tomorrow").expectError(t, http.StatusBadRequest, "bad_request")
+	s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusNotFound, "not_found")
+	s.get(key, "/api/data/places/lex-bbq/menu").expectError(t, http.StatusNotFound, "no_menu_data")
+	if b := s.balance(account); b != 1000 {
+		t.Fatalf("balance %d after errors, want 1000", b)
+	}
+}
+
+func TestHiddenGemsLeaveOutChainsAndPutTheBestGemFirst(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	gems, m := s.get(key, "/api/data/hidden-gems").rows(t)
+	if want := []string{"lex-bourbon-bar", "lou-bourbon", "lex-coffee"}; !slices.Equal(ids(gems), want) {
+		t.Fatalf("gems %v, want %v (no Burger Barn, no Quick Mart)", ids(gems), want)
+	}
+	if m.CreditsUsed != 5 || *m.Count != 3 {
+		t.Fatalf("meta %+v", m)
+	}
+	gems, _ = s.get(key, "/api/data/hidden-gems?town=louisville&limit=5").rows(t)
+	if want := []string{"lou-bourbon"}; !slices.Equal(ids(gems), want) {
+		t.Fatalf("louisville gems %v, want %v", ids(gems), want)
+	}
+}
+
+func TestEventsDefaultToTheNext90DaysAndHonourAnInclusiveWindow(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	events, m := s.get(key, "/api/data/events").rows(t)
+	if want := []string{"ev-jazz", "ev-waterfront", "ev-july"}; !slices.Equal(idsOf(events, "event_id"), want) {
+		t.Fatalf("default window: %v, want %v", idsOf(events, "event_id"), want)
+	}
+	if m.CreditsUsed != 5 || events[0]["event_type"] != "music" || events[0]["end_date"] != "2025-06-21T02:00:00Z" {
+		t.Fatalf("events %v meta %+v", events[0], m)
+	}
+	if v, ok := events[1]["venue_place_id"]; !ok || v != nil {
+		t.Fatalf("venue_place_id must be an explicit null: %v", events[1])
+	}
+
+	events, _ = s.get(key, "/api/data/events?town=lexington&from=2025-06-20&to=2025-07-01").rows(t)
+	if want := []string{"ev-jazz", "ev-july"}; !slices.Equal(idsOf(events, "event_id"), want) {
+		t.Fatalf("lexington window: %v, want %v", idsOf(events, "event_id"), want)
+	}
+}
+
+func TestRelatedPlacesShareTheTopLevelCategoryNearestFirst(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	items, m := s.get(key, "/api/data/places/lex-bourbon-bar/related").rows(t)
+	got := ids(items)
+	if len(got) != 3 || slices.Contains(got, "lex-bourbon-bar") || slices.Contains(got, "lex-quickmart") || slices.Contains(got, "lou-bourbon") {
+		t.Fatalf("related %v", got)
+	}
+	last := 0.0
+	for _, it := range items {
+		d := it["distance_km"].(float64)
+		if d < last || !strings.HasPrefix(it["category"].(string), "food") || !strings.HasPrefix(it["reason"].(string), "same category, ") {
+			t.Fatalf("item %v", it)
+		}
+		last = d
+	}
+	if m.CreditsUsed != 2 {
+		t.Fatalf("meta %+v", m)
+	}
+
+	items, m = s.get(key, "/api/data/places/lex-nocoords/related").rows(t)
+	if len(items) != 0 || m.CreditsUsed != 2 {
+		t.Fatalf("place without coordinates: %v meta %+v", items, m)
+	}
+}
+
+func TestTrendingRanksByRequestsOverTheTrailingSevenDays(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+
+	items, _ := s.get(key, "/api/data/trending").rows(t)
+	if len(items) != 16 || items[0]["place_id"] != "lex-bourbon-bar" || items[1]["place_id"] != "lou-bourbon" {
+		t.Fatalf("without usage, by rating_count: %v", ids(items))
+	}
+
+	today := start.Truncate(24 * time.Hour)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO rm_usage_daily (day, place_id, requests) VALUES
+		($1, 'geo-c', 4), ($2, 'geo-c', 3), ($2, 'bg-cave', 5), ($3, 'geo-a', 100)`,
+		today, today.AddDate(0, 0, -6), today.AddDate(0, 0, -7)); err != nil {
+		t.Fatal(err)
+	}
+	_, key2 := s.customer(500) // another account: the first one has trending free for today
+	items, _ = s.get(key2, "/api/data/trending").rows(t)
+	if got := ids(items)[:3]; !slices.Equal(got, []string{"geo-c", "bg-cave", "lex-bourbon-bar"}) {
+		t.Fatalf("with usage: %v", ids(items))
+	}
+	if items[0]["requests_7d"] != 7.0 || items[0]["score"] != 7.0 || items[2]["requests_7d"] != 0.0 {
+		t.Fatalf("items %v", items[:3])
+	}
+}
+
+func TestHealthAndTheOpenAPIDocumentNeedNoKey(t *testing.T) {
+	s := newStack(t)
+	if r := s.get("", "/healthz"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"ok"`) {
+		t.Fatalf("healthz %d %s", r.Status, r.Body)
+	}
+	if r := s.get("", "/openapi.json"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"0.1.0"`) {
+		t.Fatalf("openapi.json %d", r.Status)
+	}
+}
+
+func TestUnknownRoutesAre404AndOtherMethods405WithAnErrorBody(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	s.unchecked(http.MethodGet, key, "/api/data/nothing-here").expectError(t, http.StatusNotFound, "not_found")
+	s.unchecked(http.MethodPost, key, "/api/data/towns").expectError(t, http.StatusMethodNotAllowed, "bad_request")
+}
+
+func TestTheAccessLogHoldsNoKeyHeaderOrQueryString(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	s.get(key, "/api/data/places?q=secretword&town=lexington")
+	s.get(key, "/api/data/places/lex-bourbon-bar")
+
+	log := s.log.String()
+	if strings.Count(log, "\n") < 2 || !strings.Contains(log, `"route":"/api/data/places/{placeId}"`) ||
+		!strings.Contains(log, `"resource_id":"lex-bourbon-bar"`) {
+		t.Fatalf("log %s", log)
+	}
+	for _, leak := range []string{key, "Bearer", "secretword", "town=", "?"} {
+		if strings.Contains(log, leak) {
+			t.Fatalf("log contains %q: %s", leak, log)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+// Package readapi is the public HTTP read API: routes, authentication, the per-key rate
+// limit, metering and the success envelope, and one handler per data operation over the
+// catalog read models and the place index.
+package readapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/openapi"
+	"github.com/kyapi/kyapi/projections/placeindex"
+)
+
+// Server answers the public read API.
+type Server struct {
+	Charger          commands.Charger
+	Pool             *pgxpool.Pool
+	Index            placeindex.Index
+	Clock            func() time.Time
+	CanonicalBaseURL string
+	// RateLimitPerMinute is the per-key request cap; DefaultRateLimitPerMinute when 0.
+	RateLimitPerMinute int
+	Log                *logrus.Logger
+}
+
+// Handler returns the read API's routes. Each call has its own rate-limit counters.
+func (s *Server) Handler() http.Handler {
+	log := s.logger()
+	limiter := newRateLimiter(s.RateLimitPerMinute)
+	data := func(h dataHandler) http.Handler { return s.authorized(limiter, h) }
+
+	r := mux.NewRouter()
+	r.Use(httpx.AccessLog(log))
+	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}).Methods(http.MethodGet)
+	r.HandleFunc("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openapi.Document())
+	}).Methods(http.MethodGet)
+
+	routes := []struct {
+		path string
+		h    dataHandler
+	}{
+		{"/api/data/places", s.listPlaces},
+		{"/api/data/places/{placeId}", s.placeDetail},
+		{"/api/data/places/{placeId}/menu", s.placeMenu},
+		{"/api/data/places/{placeId}/reviews", s.placeReviews},
+		{"/api/data/places/{placeId}/related", s.relatedPlaces},
+		{"/api/data/search", s.searchPlaces},
+		{"/api/data/trending", s.trending},
+		{"/api/data/hidden-gems", s.hiddenGems},
+		{"/api/data/towns", s.towns},
+		{"/api/data/events", s.events},
+	}
+	for _, rt := range routes {
+		r.Handle(rt.path, data(rt.h)).Methods(http.MethodGet)
+	}
+
+	r.NotFoundHandler = httpx.AccessLog(log)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		httpx.WriteError(w, http.StatusNotFound, httpx.CodeNotFound, "no such route")
+	}))
+	r.MethodNotAllowedHandler = httpx.AccessLog(log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodGet)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest,
+			"method "+r.Method+" is not allowed; the read API answers GET only")
+	}))
+	return httpx.RequestID(r)
+}
+
+func (s *Server) logger() *logrus.Logger {
+	if s.Log != nil {
+		return s.Log
+	}
+	return logrus.StandardLogger()
+}
+
+func (s *Server) now() time.Time {
+	if s.Clock == nil {
+		return time.Now().UTC()
+	}
+	return s.Clock().UTC()
+}
+
+// caller is the authenticated key behind a data request.
+type caller struct {
+	commands.Caller
+	KeyHash domain.KeyHash
+}
+
+// dataHandler answers one data operation for an authenticated, rate-limited caller. It
+// writes only success; every error it returns is written by authorized, uncharged.
+type dataHandler func(w http.ResponseWriter, r *http.Request, c caller) error
+
+// authorized runs the checks every data route shares, in the contract's order:
+// authentication (401/403), then the per-key rate limit (429); then the handler, whose
+// errors (400, 404, 402, 5xx) it writes.
+func (s *Server) authorized(limiter *rateLimiter, h dataHandler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, err := domain.ParseAuthorization(r.Header.Get("Authorization"))
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		c := caller{KeyHash: domain.HashKey(key)}
+		if c.Caller, err = s.Charger.Authenticate(r.Context(), c.KeyHash); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		now := s.now()
+		q := limiter.take(c.KeyID, now)
+		hdr := w.Header()
+		hdr.Set("X-RateLimit-Limit", strconv.Itoa(q.Limit))
+		hdr.Set("X-RateLimit-Remaining", strconv.Itoa(q.Remaining))
+		hdr.Set("X-RateLimit-Reset", strconv.FormatInt(q.ResetUnix(), 10))
+		if !q.Allowed {
+			hdr.Set("Retry-After", strconv.FormatInt(q.RetryAfter(now), 10))
+			httpx.WriteError(w, http.StatusTooManyRequests, httpx.CodeRateLimited,
+				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
+			return
+		}
+		if err := h(w, r, c); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// Error codes for catalog lookups; httpx.MapError covers the rest.
+const (
+	codeNoMenuData   = "no_menu_data"
+	codeNoReviewData = "no_review_data"
+)
+
+// notFoundError is a 404 about the catalog: an unknown place, or a place without the
+// requested data.
+type notFoundError struct{ code, msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+func errPlaceNotFound(id string) error {
+	return &notFoundError{httpx.CodeNotFound, "place " + strconv.Quote(id) + " not found"}
+}
+
+// writeError writes err as the error body. Catalog 404s carry their own code; everything
+// else goes through the one mapper, httpx.MapError. Server errors are logged, without
+// anything from the request but its id.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		httpx.WriteError(w, http.StatusNotFound, nf.code, nf.msg)
+		return
+	}
+	e := httpx.MapError(err)
+	if e.Status >= 500 && !errors.Is(err, context.Canceled) {
+		s.logger().WithFields(logrus.Fields{
+			"request_id": httpx.RequestIDFrom(r.Context()),
+			"error":      err.Error(),
+		}).Error("read API request failed")
+	}
+	e.Write(w)
+}

@@ -1,0 +1,72 @@
+package readapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// eventsDefaultDays is the length of the default events window after from.
+const eventsDefaultDays = 90
+
+// towns answers GET /api/data/towns: every town, by slug.
+func (s *Server) towns(w http.ResponseWriter, r *http.Request, c caller) error {
+	rows, err := s.Pool.Query(r.Context(), `SELECT slug, name, county, population FROM rm_towns ORDER BY slug`)
+	if err != nil {
+		return fmt.Errorf("towns: %w", err)
+	}
+	towns, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.Town, error) {
+		var t domain.Town
+		err := row.Scan(&t.Slug, &t.Name, &t.County, &t.Population)
+		return t, err
+	})
+	if err != nil {
+		return fmt.Errorf("towns: %w", err)
+	}
+	return serveList(s, w, r, c, domain.OpTowns, domain.TownsResource, towns)
+}
+
+// events answers GET /api/data/events: events starting from `from` to `to` inclusive (UTC
+// days), optionally in one town, by start_date.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error {
+	q := r.URL.Query()
+	town := ResolveTown(q.Get("town"))
+	today, _ := time.Parse(time.DateOnly, domain.Day(s.now()))
+	from, err := dateParam(q, "from", today)
+	if err != nil {
+		return err
+	}
+	to, err := dateParam(q, "to", from.AddDate(0, 0, eventsDefaultDays))
+	if err != nil {
+		return err
+	}
+	if from.After(to) {
+		return badParam("from", "must not be after to")
+	}
+	rows, err := s.Pool.Query(r.Context(), `
+		SELECT doc FROM rm_events
+		WHERE start_date >= $1 AND start_date < $2
+		  AND ($3 = '' OR town_slug LIKE $3 || '%')
+		ORDER BY start_date, event_id`, from, to.AddDate(0, 0, 1), likePrefix(town))
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.CalendarEvent, error) {
+		var doc []byte
+		var e domain.CalendarEvent
+		if err := row.Scan(&doc); err != nil {
+			return e, err
+		}
+		return e, json.Unmarshal(doc, &e)
+	})
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	resource := domain.EventsResource(town, from.Format(time.DateOnly), to.Format(time.DateOnly))
+	return serveList(s, w, r, c, domain.OpEvents, resource, events)
+}
