@@ -496,8 +496,6 @@ func catalogParseHours(o catalogObject) (*Hours, *catalogFieldError) {
 	return h, nil
 }
 
-var catalogCurrency = regexp.MustCompile(`^[A-Z]{3}$`)
-
 func catalogParseMenu(o catalogObject) ([]MenuItem, *catalogFieldError) {
 	items, ferr := o.array("menu")
 	if ferr != nil || items == nil {
@@ -524,10 +522,11 @@ func catalogParseMenu(o catalogObject) ([]MenuItem, *catalogFieldError) {
 			return nil, ferr
 		}
 		if cur != nil {
-			if !catalogCurrency.MatchString(*cur) {
-				return nil, catalogErr(it.name("currency"), "must be a three-letter currency code such as USD")
+			// Prices are in US dollars only (decisions §1); another currency would be
+			// served as if it were dollars.
+			if *cur != "USD" {
+				return nil, catalogErr(it.name("currency"), `must be "USD"`)
 			}
-			m.Currency = *cur
 		}
 		if m.Section, ferr = it.optionalString("section"); ferr != nil {
 			return nil, ferr
