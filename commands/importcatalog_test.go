@@ -1,12 +1,9 @@
 package commands_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -177,25 +174,19 @@ func TestConcurrentImportsOfTheSameRecordsBothLand(t *testing.T) {
 	}
 }
 
-// KYAPI_IMPORT_PLACES=20000 go test ./commands -run TestImportSpeed -v
-func TestImportSpeed(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("KYAPI_IMPORT_PLACES"))
-	if n == 0 {
-		t.Skip("set KYAPI_IMPORT_PLACES to measure")
-	}
-	pool := pgtest.NewPool(t)
-	data, _ := catalogDemo(t, n)
-	lines := 0
-	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
-		lines++
-	}
+// BenchmarkImportCatalog20k imports (then re-imports, as updates) a 20,000-place demo
+// catalog: go test -run '^$' -bench ImportCatalog -benchtime 3x ./commands/
+func BenchmarkImportCatalog20k(b *testing.B) {
+	pool := pgtest.NewPool(b)
+	data, _ := catalogDemo(b, 20000)
+	lines := bytes.Count(data, []byte("\n"))
 	h := catalogImporter(pool)
-	for _, round := range []string{"first import", "re-import"} {
-		start := time.Now()
-		res, err := h.Handle(context.Background(), bytes.NewReader(data), eventstore.Metadata{})
-		if err != nil {
-			t.Fatal(err)
+	b.SetBytes(int64(len(data)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := h.Handle(context.Background(), bytes.NewReader(data), eventstore.Metadata{}); err != nil {
+			b.Fatal(err)
 		}
-		t.Logf("%s: %d lines (%d MB), %+v in %v", round, lines, len(data)>>20, res, time.Since(start))
 	}
+	b.ReportMetric(float64(lines*b.N)/b.Elapsed().Seconds(), "records/s")
 }

@@ -3,8 +3,6 @@ package projections_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +21,7 @@ import (
 var catalogNow = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 
 // catalogImport imports in and returns every event in the store.
-func catalogImport(t *testing.T, pool *pgxpool.Pool, in []byte) []eventstore.Event {
+func catalogImport(t testing.TB, pool *pgxpool.Pool, in []byte) []eventstore.Event {
 	t.Helper()
 	ctx := context.Background()
 	h := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return catalogNow }}
@@ -47,7 +45,7 @@ func catalogImport(t *testing.T, pool *pgxpool.Pool, in []byte) []eventstore.Eve
 	}
 }
 
-func catalogApply(t *testing.T, pool *pgxpool.Pool, evs []eventstore.Event) {
+func catalogApply(t testing.TB, pool *pgxpool.Pool, evs []eventstore.Event) {
 	t.Helper()
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		return projections.Catalog{}.Apply(context.Background(), tx, evs)
@@ -57,7 +55,7 @@ func catalogApply(t *testing.T, pool *pgxpool.Pool, evs []eventstore.Event) {
 	}
 }
 
-func catalogCount(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
+func catalogCount(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
@@ -213,23 +211,20 @@ func TestPlaceDocsKeepTheLastImportOfEachPlace(t *testing.T) {
 	}
 }
 
-// KYAPI_IMPORT_PLACES=20000 go test ./projections -run TestCatalogApplySpeed -v
-func TestCatalogApplySpeed(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("KYAPI_IMPORT_PLACES"))
-	if n == 0 {
-		t.Skip("set KYAPI_IMPORT_PLACES to measure")
-	}
-	pool := pgtest.NewPool(t)
+// BenchmarkCatalogApply20k applies the events of a 20,000-place import to the catalog
+// read models: go test -run '^$' -bench CatalogApply -benchtime 3x ./projections/
+func BenchmarkCatalogApply20k(b *testing.B) {
+	pool := pgtest.NewPool(b)
 	var buf bytes.Buffer
-	if _, err := demodata.Write(&buf, demodata.Config{Places: n, Today: catalogNow}); err != nil {
-		t.Fatal(err)
+	if _, err := demodata.Write(&buf, demodata.Config{Places: 20000, Today: catalogNow}); err != nil {
+		b.Fatal(err)
 	}
-	evs := catalogImport(t, pool, buf.Bytes())
-	start := time.Now()
-	catalogApply(t, pool, evs)
-	t.Logf("applied %d events in %v", len(evs), time.Since(start))
-	t.Logf("chains: %d of %d places", catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain`), n)
-	t.Logf("chains by name only: %d", catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE is_chain AND NOT marked_chain`))
+	evs := catalogImport(b, pool, buf.Bytes())
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		catalogApply(b, pool, evs)
+	}
+	b.ReportMetric(float64(len(evs)*b.N)/b.Elapsed().Seconds(), "events/s")
 }
 
 func TestTheNewestVersionWinsWhateverTheOrderOfEvents(t *testing.T) {
