@@ -24,8 +24,18 @@ type Report struct {
 }
 
 // Run audits every account and writes each difference to w. The read models must have been
-// brought up to the store head first (projections.CatchUp).
-func Run(ctx context.Context, pool *pgxpool.Pool, w io.Writer) (Report, error) {
+// brought up to the store head first (projections.CatchUp). Everything is read from one
+// snapshot, so charges committed during the audit cannot show up as differences.
+func Run(ctx context.Context, db *pgxpool.Pool, w io.Writer) (Report, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Report{}, err
+	}
+	defer tx.Rollback(ctx)
+	return run(ctx, tx, w)
+}
+
+func run(ctx context.Context, pool pgx.Tx, w io.Writer) (Report, error) {
 	var r Report
 	rows, err := pool.Query(ctx, `SELECT account_id, balance FROM accounts ORDER BY account_id`)
 	if err != nil {
@@ -122,7 +132,7 @@ type ledgerRow struct {
 	Position     int64
 }
 
-func loadLedger(ctx context.Context, pool *pgxpool.Pool, accountID string) (map[int64]ledgerRow, error) {
+func loadLedger(ctx context.Context, pool pgx.Tx, accountID string) (map[int64]ledgerRow, error) {
 	rows, err := pool.Query(ctx, `SELECT version, type, credits_delta, balance_after, position FROM rm_ledger WHERE account_id = $1`, accountID)
 	if err != nil {
 		return nil, err

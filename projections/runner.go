@@ -116,21 +116,33 @@ func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, ps []Projection) erro
 	return nil
 }
 
-// CatchUp applies every event up to the store head to p, batch by batch, in this goroutine,
-// reporting progress through report (may be nil). Used by rebuild and audit.
+// CatchUp applies to p, batch by batch in this goroutine, every event committed before it
+// was called, reporting progress through report (may be nil). Events committed but not yet
+// visible (a transaction elsewhere holds back the snapshot xmin) are waited for, so on
+// return p has seen everything up to the head; ctx bounds the wait. Used by serve before it
+// listens, and by rebuild and audit.
 func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
+	head, err := eventstore.Head(ctx, pool)
+	if err != nil {
+		return 0, err
+	}
 	at, err := p.Checkpoint(ctx)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
-	for {
+	for at.Less(head) {
 		end, n, err := eventstore.NextBatch(ctx, pool, at, batchSize)
 		if err != nil {
 			return total, err
 		}
 		if n == 0 {
-			return total, nil
+			select {
+			case <-ctx.Done():
+				return total, fmt.Errorf("projection %s at %v waiting for %v: %w", p.Name(), at, head, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+			continue
 		}
 		if err := p.Handle(ctx, at, end); err != nil {
 			return total, err
@@ -141,6 +153,7 @@ func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize in
 			report(total, at)
 		}
 	}
+	return total, nil
 }
 
 // logrusAdapter lets Watermill log through logrus.
