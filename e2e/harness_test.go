@@ -288,6 +288,7 @@ func launchServe(t testing.TB, cfg serveConfig) *service {
 	for k, v := range cfg.Env {
 		vars[k] = v
 	}
+	readAddr = vars["READ_ADDR"]
 	scheme := "http"
 	if vars["TLS_CERT_FILE"] != "" {
 		scheme = "https"
