@@ -178,10 +178,17 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 		records int
 	)
 	for sc.Scan() {
+		if sc.Err() != nil {
+			break // a read error (e.g. the body limit) ends the batch; reported below
+		}
 		line++
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 {
 			continue
+		}
+		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line.
+		if bytes.IndexByte(text, 0) >= 0 || bytes.Contains(text, []byte(`\u0000`)) {
+			return Catalog{}, &ImportError{Line: line, Message: "NUL characters (\\u0000) are not allowed"}
 		}
 		if len(sc.Bytes()) > MaxImportLine {
 			return Catalog{}, &ImportError{Line: line, Message: "line is longer than 1 MiB"}

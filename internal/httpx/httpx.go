@@ -120,10 +120,20 @@ func MapError(err error) Error {
 	case errors.As(err, &tooLarge):
 		return Error{Status: http.StatusRequestEntityTooLarge, Code: CodeBadRequest,
 			Message: fmt.Sprintf("request body is larger than %d bytes", tooLarge.Limit)}
+	case isDataException(err):
+		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
+			Message: "input the database cannot store (for example a NUL character or an out-of-range value)"}
 	case isUnavailable(err):
 		return Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "service temporarily unavailable"}
 	}
 	return Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
+}
+
+// isDataException reports PostgreSQL's class 22 (data exception): the input itself could not
+// be stored or compared, such as a NUL character in text. It is the client's input, not a bug.
+func isDataException(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
 }
 
 // isUnavailable tells a database that cannot answer now (down, restarting, overloaded, too
