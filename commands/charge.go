@@ -65,6 +65,9 @@ type ChargeResult struct {
 // today's claims, decide, claim what is paid, append one event, move the head. Nothing is
 // claimed or spent unless all of it commits.
 //
+// The transaction takes two round trips: BEGIN, the lock and the claims read go out as one
+// pipelined batch; after the decision, the writes and COMMIT go out as another.
+//
 // With Group set, the request joins the group committer's next batch and shares its
 // transaction (see GroupCommitter); the answer and the errors are the same.
 func (c Charger) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
@@ -72,20 +75,96 @@ func (c Charger) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, e
 		return c.Group.Charge(ctx, req)
 	}
 	now := c.Clock().UTC()
-	var res ChargeResult
-	err := c.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		res, err = chargeInTx(ctx, c.Store, tx, req, now)
-		return err
-	})
+	conn, err := c.Store.Pool.Acquire(ctx)
 	if err != nil {
 		return ChargeResult{}, err
 	}
+	defer conn.Release()
+	res, err := chargePipelined(ctx, conn.Conn(), req, now)
+	if err != nil {
+		// Leave no transaction open on a pooled connection; a broken one is discarded.
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			if _, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rbErr != nil {
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+		}
+		return ChargeResult{}, err
+	}
+	c.Store.Appended()
 	return res, nil
 }
 
-// chargeInTx runs the steps of one charge inside tx. The single-transaction path and the
-// group committer both run these steps, so they decide alike; it leaves tx open either way.
+// claimsByKeySQL is claimsTodaySQL for the account behind a key hash ($1), so it can be
+// pipelined with the lock before the account id is known.
+const claimsByKeySQL = `SELECT d.resource FROM dedup_claims d JOIN api_keys k ON k.account_id = d.account_id
+	WHERE k.key_hash = $1 AND d.day = $2 AND d.resource = ANY($3)`
+
+func chargePipelined(ctx context.Context, conn *pgx.Conn, req ChargeRequest, now time.Time) (ChargeResult, error) {
+	day := domain.Day(now)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(lockChargeHead, req.KeyHash[:])
+	// Runs after the lock, in the same transaction, so the claims are current.
+	b.Queue(claimsByKeySQL, req.KeyHash[:], day, req.Resources)
+	br := conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return ChargeResult{}, err
+	}
+	h, err := scanChargeHead(br.QueryRow())
+	if err != nil {
+		br.Close()
+		return ChargeResult{}, err
+	}
+	claimed, err := collectClaims(br.Query())
+	if err != nil {
+		br.Close()
+		return ChargeResult{}, err
+	}
+	if err := br.Close(); err != nil {
+		return ChargeResult{}, err
+	}
+	plan, err := planCharge(req, now, h, claimed)
+	if err != nil {
+		return ChargeResult{}, err
+	}
+	w := &pgx.Batch{}
+	var appendOp *eventstore.AppendOp
+	if plan.event != nil {
+		if len(plan.claims) > 0 {
+			w.Queue(insertClaimsSQL, h.account.id, day, plan.claims)
+		}
+		if appendOp, err = eventstore.NewAppendOp(domain.AccountStream(h.account.id), h.account.version, now, *plan.event); err != nil {
+			return ChargeResult{}, err
+		}
+		w.Queue(appendOp.SQL, appendOp.Args...)
+		w.Queue(updateHeadSQL, h.account.id, appendOp.NewVersion(), plan.result.Balance)
+	}
+	w.Queue("COMMIT")
+	wr := conn.SendBatch(ctx, w)
+	defer wr.Close()
+	if plan.event != nil {
+		if len(plan.claims) > 0 {
+			if _, err := wr.Exec(); err != nil {
+				return ChargeResult{}, err
+			}
+		}
+		tag, err := wr.Exec()
+		if err := appendOp.Check(tag, err); err != nil {
+			return ChargeResult{}, err
+		}
+		if _, err := wr.Exec(); err != nil {
+			return ChargeResult{}, err
+		}
+	}
+	if _, err := wr.Exec(); err != nil {
+		return ChargeResult{}, err
+	}
+	return plan.result, wr.Close()
+}
+
+// chargeInTx runs the steps of one charge inside tx. The group committer runs these steps,
+// and they decide exactly as the pipelined path does; it leaves tx open either way.
 func chargeInTx(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req ChargeRequest, now time.Time) (ChargeResult, error) {
 	h, err := scanChargeHead(tx.QueryRow(ctx, lockChargeHead, req.KeyHash[:]))
 	if err != nil {
@@ -100,6 +179,11 @@ func chargeInTx(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req Cha
 const lockChargeHead = `SELECT k.key_id, k.state, k.grace_until, a.account_id, a.balance, a.version
 	FROM api_keys k JOIN accounts a ON a.account_id = k.account_id
 	WHERE k.key_hash = $1 FOR UPDATE OF a`
+
+const (
+	insertClaimsSQL = `INSERT INTO dedup_claims (account_id, day, resource) SELECT $1, $2, unnest($3::text[])`
+	updateHeadSQL   = `UPDATE accounts SET version = $2, balance = $3 WHERE account_id = $1`
+)
 
 // chargeHead is a key and its account's head, locked.
 type chargeHead struct {
@@ -116,54 +200,78 @@ func scanChargeHead(row pgx.Row) (chargeHead, error) {
 	return h, err
 }
 
-// chargeLocked is the rest of a charge once its account is locked: re-check the key, read
-// today's claims, decide, claim what is paid, append one event, move the head.
-func chargeLocked(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req ChargeRequest, now time.Time, h chargeHead,
-	claimsToday func() (map[string]bool, error)) (ChargeResult, error) {
-	day := domain.Day(now)
+// chargePlan is what a charge will write: the event (nil when nothing is served) and the
+// claims of what it pays.
+type chargePlan struct {
+	result ChargeResult
+	event  *eventstore.NewEvent
+	claims []string
+}
+
+// planCharge decides a charge for a locked head: re-check the key (a revoke that committed
+// after Authenticate wins), decide with the domain, and build the event.
+func planCharge(req ChargeRequest, now time.Time, h chargeHead, claimed map[string]bool) (chargePlan, error) {
 	k, a := h.key, h.account
-	var res ChargeResult
-	// Checked again under the lock: a revoke that committed after Authenticate wins.
+	var p chargePlan
 	if err := k.Authorize(now); err != nil {
-		return res, err
+		return p, err
 	}
-	res.Balance = a.balance
+	p.result.Balance = a.balance
 	if len(req.Resources) == 0 {
-		res.Served = []bool{}
-		return res, nil
-	}
-	claimed, err := claimsToday()
-	if err != nil {
-		return res, err
+		p.result.Served = []bool{}
+		return p, nil
 	}
 	d, err := domain.DecideCharge(req.Operation, req.Resources, a.balance, func(r string) bool { return claimed[r] })
 	if err != nil {
-		return res, err
+		return p, err
 	}
-	res.ChargeDecision = d
-	res.Balance = a.balance - d.Credits
-	var event eventstore.NewEvent
+	day := domain.Day(now)
+	p.result.ChargeDecision = d
+	p.result.Balance = a.balance - d.Credits
 	meta := eventstore.Metadata{RequestID: req.RequestID, Actor: "key:" + k.ID}
-	ledger := domain.Ledger{CreditsDelta: -d.Credits, BalanceAfter: res.Balance}
+	ledger := domain.Ledger{CreditsDelta: -d.Credits, BalanceAfter: p.result.Balance}
 	if len(d.Paid) == 0 {
-		event = eventstore.NewEvent{Type: domain.EventRequestDeduplicated, Metadata: meta, Payload: domain.RequestDeduplicated{
+		p.event = &eventstore.NewEvent{Type: domain.EventRequestDeduplicated, Metadata: meta, Payload: domain.RequestDeduplicated{
 			AccountID: a.id, KeyID: k.ID, RequestID: req.RequestID, Operation: req.Operation, Day: day,
 			Deduplicated: d.Deduplicated, Ledger: ledger}}
-	} else {
-		event = eventstore.NewEvent{Type: domain.EventRequestCharged, Metadata: meta, Payload: domain.RequestCharged{
-			AccountID: a.id, KeyID: k.ID, RequestID: req.RequestID, Operation: req.Operation, Day: day,
-			Paid: d.Paid, Deduplicated: d.Deduplicated, OmittedUnpaid: d.OmittedUnpaid, Ledger: ledger}}
-		if _, err := tx.Exec(ctx, `INSERT INTO dedup_claims (account_id, day, resource) SELECT $1, $2, unnest($3::text[])`,
-			a.id, day, d.Paid); err != nil {
-			return res, err
+		return p, nil
+	}
+	p.event = &eventstore.NewEvent{Type: domain.EventRequestCharged, Metadata: meta, Payload: domain.RequestCharged{
+		AccountID: a.id, KeyID: k.ID, RequestID: req.RequestID, Operation: req.Operation, Day: day,
+		Paid: d.Paid, Deduplicated: d.Deduplicated, OmittedUnpaid: d.OmittedUnpaid, Ledger: ledger}}
+	p.claims = d.Paid
+	return p, nil
+}
+
+// chargeLocked is the rest of a charge once its account is locked, one statement at a time
+// inside tx (the group committer's path).
+func chargeLocked(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req ChargeRequest, now time.Time, h chargeHead,
+	claimsToday func() (map[string]bool, error)) (ChargeResult, error) {
+	if err := h.key.Authorize(now); err != nil {
+		return ChargeResult{}, err
+	}
+	claimed := map[string]bool{}
+	if len(req.Resources) > 0 {
+		var err error
+		if claimed, err = claimsToday(); err != nil {
+			return ChargeResult{}, err
 		}
 	}
-	v, err := store.Append(ctx, tx, domain.AccountStream(a.id), a.version, now, event)
-	if err != nil {
-		return res, err
+	p, err := planCharge(req, now, h, claimed)
+	if err != nil || p.event == nil {
+		return p.result, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE accounts SET version = $2, balance = $3 WHERE account_id = $1`, a.id, v, res.Balance)
-	return res, err
+	if len(p.claims) > 0 {
+		if _, err := tx.Exec(ctx, insertClaimsSQL, h.account.id, domain.Day(now), p.claims); err != nil {
+			return p.result, err
+		}
+	}
+	v, err := store.Append(ctx, tx, domain.AccountStream(h.account.id), h.account.version, now, *p.event)
+	if err != nil {
+		return p.result, err
+	}
+	_, err = tx.Exec(ctx, updateHeadSQL, h.account.id, v, p.result.Balance)
+	return p.result, err
 }
 
 // claimsTodaySQL reads which of the resources ($3) the account ($1) paid on the day ($2).

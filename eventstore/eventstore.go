@@ -100,39 +100,70 @@ func (s *Store) Append(ctx context.Context, tx pgx.Tx, streamID string, expected
 	if len(events) == 0 {
 		return expected, nil
 	}
+	op, err := NewAppendOp(streamID, expected, at, events...)
+	if err != nil {
+		return 0, err
+	}
+	if err := op.Check(tx.Exec(ctx, op.SQL, op.Args...)); err != nil {
+		return 0, err
+	}
+	return op.NewVersion(), nil
+}
+
+// AppendOp is an append as one SQL statement, for callers that pipeline it with other
+// statements of their transaction (pgx.Batch). Check interprets its result.
+type AppendOp struct {
+	SQL      string
+	Args     []any
+	streamID string
+	expected int64
+	count    int
+}
+
+// The guard sees the stream's current version; two appenders that both pass it collide on
+// UNIQUE (stream_id, version), so exactly one wins.
+const appendSQL = `
+	INSERT INTO events (stream_id, version, type, payload, metadata, recorded_at)
+	SELECT $1, $2 + n.ord, n.type, n.payload::jsonb, n.meta::jsonb, $6
+	FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS n(type, payload, meta, ord)
+	WHERE (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = $1) = $2`
+
+// NewAppendOp prepares the append of events to streamID at expected.
+func NewAppendOp(streamID string, expected int64, at time.Time, events ...NewEvent) (*AppendOp, error) {
 	types := make([]string, len(events))
 	payloads := make([]string, len(events))
 	metas := make([]string, len(events))
 	for i, e := range events {
 		p, err := json.Marshal(e.Payload)
 		if err != nil {
-			return 0, fmt.Errorf("eventstore: marshal %s: %w", e.Type, err)
+			return nil, fmt.Errorf("eventstore: marshal %s: %w", e.Type, err)
 		}
 		m, err := json.Marshal(e.Metadata)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		types[i], payloads[i], metas[i] = e.Type, string(p), string(m)
 	}
-	// The guard sees the stream's current version; two appenders that both pass it collide
-	// on UNIQUE (stream_id, version), so exactly one wins.
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO events (stream_id, version, type, payload, metadata, recorded_at)
-		SELECT $1, $2 + n.ord, n.type, n.payload::jsonb, n.meta::jsonb, $6
-		FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS n(type, payload, meta, ord)
-		WHERE (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = $1) = $2`,
-		streamID, expected, types, payloads, metas, at)
+	return &AppendOp{SQL: appendSQL, Args: []any{streamID, expected, types, payloads, metas, at},
+		streamID: streamID, expected: expected, count: len(events)}, nil
+}
+
+// NewVersion is the stream's version once the append has succeeded.
+func (op *AppendOp) NewVersion() int64 { return op.expected + int64(op.count) }
+
+// Check turns the statement's outcome into nil, ErrVersionConflict or the error.
+func (op *AppendOp) Check(tag pgconn.CommandTag, err error) error {
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return 0, ErrVersionConflict
+			return ErrVersionConflict
 		}
-		return 0, fmt.Errorf("eventstore: append to %s: %w", streamID, err)
+		return fmt.Errorf("eventstore: append to %s: %w", op.streamID, err)
 	}
-	if tag.RowsAffected() != int64(len(events)) {
-		return 0, ErrVersionConflict
+	if tag.RowsAffected() != int64(op.count) {
+		return ErrVersionConflict
 	}
-	return expected + int64(len(events)), nil
+	return nil
 }
 
 // Appended tells in-process subscribers that a transaction with appends has committed.
