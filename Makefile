@@ -32,8 +32,7 @@ vet:
 	$(GO) vet ./...
 
 bench:
-	@set -e; export DATABASE_URL=$(DB_URL); \
-	$(GO) test -run '^$$' -bench . -benchtime 2000x ./...
+	bash bench/run.sh
 
 db:
 	@scripts/devdb.sh url

@@ -21,9 +21,17 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
+// Meter authenticates keys and charges requests. commands.Charger is the production
+// meter; an interface here lets a benchmark-only wiring (bench/unmetered) measure the
+// handlers without metering.
+type Meter interface {
+	Authenticate(ctx context.Context, hash domain.KeyHash) (commands.Caller, error)
+	Charge(ctx context.Context, req commands.ChargeRequest) (commands.ChargeResult, error)
+}
+
 // Server answers the public read API.
 type Server struct {
-	Charger          commands.Charger
+	Charger          Meter
 	Pool             *pgxpool.Pool
 	Index            placeindex.Index
 	Clock            func() time.Time

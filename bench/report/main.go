@@ -1,0 +1,590 @@
+// Command report turns the raw results of bench/run.sh into docs/benchmarks.md: the
+// machine, every figure, the ratios, each target met or missed (and by how much), the
+// profile of the metered path, and the commands to reproduce.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type latencies struct {
+	Requests int            `json:"requests"`
+	RPS      float64        `json:"rps"`
+	P50ms    float64        `json:"p50_ms"`
+	P99ms    float64        `json:"p99_ms"`
+	P999ms   float64        `json:"p999_ms"`
+	Status   map[string]int `json:"status"`
+	Errors   int            `json:"errors"`
+}
+
+type loadRun struct {
+	Label              string               `json:"label"`
+	Mix                string               `json:"mix"`
+	Connections        int                  `json:"connections"`
+	Keys               int                  `json:"keys"`
+	DurationS          float64              `json:"duration_s"`
+	Overall            latencies            `json:"overall"`
+	ByOp               map[string]latencies `json:"by_op"`
+	ServerCPUPercent   float64              `json:"server_cpu_percent"`
+	ServerMaxRSSMB     float64              `json:"server_max_rss_mb"`
+	ClientCPUPercent   float64              `json:"client_cpu_percent"`
+	MachineBusyPercent float64              `json:"machine_busy_percent"`
+	ProjectionMaxLagMs float64              `json:"projection_max_lag_ms"`
+	ProjectionSamples  int                  `json:"projection_lag_samples"`
+	ProjectionLagError string               `json:"projection_lag_error"`
+}
+
+// goBench is one line of `go test -bench` output.
+type goBench struct {
+	Name    string
+	NsPerOp float64
+	Metrics map[string]float64
+}
+
+// rate is ops/s, or the benchmark's own rows/s metric when it reports one.
+func (b goBench) rate(rowsPerOp float64) float64 {
+	for _, m := range []string{"rows/s", "events/s", "appends/s", "charges/s"} {
+		if v, ok := b.Metrics[m]; ok {
+			return v
+		}
+	}
+	if b.NsPerOp == 0 {
+		return 0
+	}
+	return 1e9 / b.NsPerOp * rowsPerOp
+}
+
+func main() {
+	dir := flag.String("dir", "", "raw results of bench/run.sh")
+	out := flag.String("out", "docs/benchmarks.md", "document to write")
+	places := flag.Int("places", 150000, "catalog size")
+	seconds := flag.Int("seconds", 20, "seconds per load run")
+	conns := flag.Int("connections", 64, "connections")
+	accounts := flag.Int("accounts", 200, "accounts (keys)")
+	mix := flag.String("mix", "", "mix")
+	pgVersion := flag.String("pg-version", "", "PostgreSQL server version")
+	flag.Parse()
+	r := &report{dir: *dir, places: *places, seconds: *seconds, conns: *conns, accounts: *accounts, mix: *mix, pgVersion: *pgVersion}
+	doc := r.write()
+	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	fmt.Println("wrote", *out)
+}
+
+type report struct {
+	dir                    string
+	places, seconds, conns int
+	accounts               int
+	mix, pgVersion         string
+	b                      strings.Builder
+	targets                []target
+}
+
+type target struct {
+	name, goal, measured string
+	met                  bool
+	margin               string
+}
+
+func (r *report) p(format string, args ...any) { fmt.Fprintf(&r.b, format+"\n", args...) }
+
+func (r *report) load(label string) *loadRun {
+	b, err := os.ReadFile(filepath.Join(r.dir, label+".json"))
+	if err != nil {
+		return nil
+	}
+	var l loadRun
+	if json.Unmarshal(b, &l) != nil {
+		return nil
+	}
+	return &l
+}
+
+func (r *report) text(name string) string {
+	b, _ := os.ReadFile(filepath.Join(r.dir, name))
+	return string(b)
+}
+
+var benchLine = regexp.MustCompile(`^(Benchmark\S+)\s+\d+\s+([\d.]+) ns/op(.*)$`)
+
+func (r *report) benches(name string) []goBench {
+	var out []goBench
+	sc := bufio.NewScanner(strings.NewReader(r.text(name)))
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		b := goBench{Name: regexp.MustCompile(`-\d+$`).ReplaceAllString(m[1], ""), Metrics: map[string]float64{}}
+		b.NsPerOp, _ = strconv.ParseFloat(m[2], 64)
+		f := strings.Fields(m[3])
+		for i := 0; i+1 < len(f); i += 2 {
+			if v, err := strconv.ParseFloat(f[i], 64); err == nil {
+				b.Metrics[f[i+1]] = v
+			}
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func find(bs []goBench, name string) (goBench, bool) {
+	for _, b := range bs {
+		if b.Name == name {
+			return b, true
+		}
+	}
+	return goBench{}, false
+}
+
+// check records a target; higher says whether more is better.
+func (r *report) check(name, goal string, got, want float64, higher bool, unit string) {
+	met := got >= want
+	if !higher {
+		met = got <= want
+	}
+	var margin string
+	switch {
+	case want == 0:
+		margin = "—"
+	case met:
+		margin = fmt.Sprintf("met with %.0f%% to spare", 100*abs(got-want)/want)
+	case higher:
+		margin = fmt.Sprintf("missed by %.0f%% (%s short)", 100*(want-got)/want, num(want-got, unit))
+	default:
+		margin = fmt.Sprintf("missed by %.0f%% (%s over)", 100*(got-want)/want, num(got-want, unit))
+	}
+	r.targets = append(r.targets, target{name, goal, num(got, unit), met, margin})
+}
+
+func abs(f float64) float64 { return max(f, -f) }
+
+func num(v float64, unit string) string {
+	switch {
+	case unit == "×":
+		return fmt.Sprintf("%.2f×", v)
+	case abs(v) >= 100:
+		return fmt.Sprintf("%s %s", thousands(v), unit)
+	default:
+		return fmt.Sprintf("%.2f %s", v, unit)
+	}
+}
+
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 && s[i-1] != '-' {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func (r *report) write() string {
+	md, mm, un, um := r.load("metered-detail"), r.load("metered-mix"), r.load("unmetered-detail"), r.load("unmetered-mix")
+	pg := r.benches("pgceiling.txt")
+	cmdBench := r.benches("commands-bench.txt")
+
+	r.p("# Benchmarks")
+	r.p("")
+	r.p("Written by `make bench` (`bench/run.sh`, then `bench/report`) on %s. Every figure below comes", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	r.p("from that one run, and every ratio compares two figures measured side by side in it: on a shared,")
+	r.p("noisy 2-core machine absolute numbers move from run to run, the ratios much less. Regenerate this")
+	r.p("file rather than editing it.")
+	r.p("")
+	r.machine()
+
+	r.p("## Read API under load (kyload, loopback)")
+	r.p("")
+	r.p("%d connections, %d s per run, %d accounts with one key each (requests pick a key at random),", r.conns, r.seconds, r.accounts)
+	r.p("targets drawn at random from all %s places. The mix is `%s`: place detail, a list of 20", thousands(float64(r.places)), r.mix)
+	r.p("(a town, offset 0–80), a geo search of 20 within 5 km of a random place, and a menu. Metered is")
+	r.p("`kyapi serve` itself; unmetered is `bench/unmetered`, the same `readapi.Server` handlers on the same")
+	r.p("database and index with a no-op meter (a benchmark-only binary: `kyapi serve` cannot turn metering")
+	r.p("off). kyload runs on the same two cores as the server and PostgreSQL; its own CPU is shown.")
+	r.p("The per-key rate limit is raised to 100,000,000/min for the run (the limiter still runs).")
+	r.p("")
+	r.p("| run | op | requests | req/s | p50 ms | p99 ms | p99.9 ms | errors |")
+	r.p("|---|---|---:|---:|---:|---:|---:|---|")
+	for _, l := range []*loadRun{md, mm, un, um} {
+		if l == nil {
+			continue
+		}
+		ops := []string{"detail", "list", "search", "menu"}
+		for _, o := range ops {
+			if x, ok := l.ByOp[o]; ok && len(l.ByOp) > 1 {
+				r.p("| %s | %s | %d | %s | %.2f | %.2f | %.2f | %s |", l.Label, o, x.Requests, thousands(x.RPS), x.P50ms, x.P99ms, x.P999ms, errs(x))
+			}
+		}
+		x := l.Overall
+		r.p("| **%s** | all | %d | **%s** | %.2f | %.2f | %.2f | %s |", l.Label, x.Requests, thousands(x.RPS), x.P50ms, x.P99ms, x.P999ms, errs(x))
+	}
+	r.p("")
+	r.p("| run | server CPU (%% of one core) | kyload CPU | rest: PostgreSQL and others | machine busy (both cores) | server max RSS | balances projection max lag |")
+	r.p("|---|---:|---:|---:|---:|---:|---:|")
+	for _, l := range []*loadRun{md, mm, un, um, r.load("metered-pprof")} {
+		if l == nil {
+			continue
+		}
+		lag := "—"
+		if l.ProjectionSamples > 0 {
+			lag = fmt.Sprintf("%.0f ms (%d samples)", l.ProjectionMaxLagMs, l.ProjectionSamples)
+		}
+		r.p("| %s | %.0f%% | %.0f%% | %.0f%% | %.0f%% | %.0f MB | %s |", l.Label, l.ServerCPUPercent, l.ClientCPUPercent,
+			rest(l), l.MachineBusyPercent, l.ServerMaxRSSMB, lag)
+	}
+	r.p("")
+	r.p("Projection lag is sampled by kyload every 200 ms (`-db`) as the age of the oldest event the")
+	r.p("balances projection has not applied yet (after its checkpoint in `(transaction_id, position)` order);")
+	r.p("zero when it is caught up. It is sampled in the metered runs only: unmetered runs append nothing.")
+	r.p("")
+	r.p("CPU figures are in %% of one core (the machine has %d). \"Rest\" is the machine's busy time not", runtime.NumCPU())
+	r.p("spent in the server or kyload: PostgreSQL, and whatever else runs on this shared machine.")
+	r.p("")
+
+	if md != nil && un != nil && un.Overall.RPS > 0 {
+		ratio := md.Overall.RPS / un.Overall.RPS
+		r.p("**Metered / unmetered place detail: %.2f×** (%s vs %s req/s).", ratio, thousands(md.Overall.RPS), thousands(un.Overall.RPS))
+		if mm != nil && um != nil && um.Overall.RPS > 0 {
+			r.p("Mix: %.2f× (%s vs %s req/s).", mm.Overall.RPS/um.Overall.RPS, thousands(mm.Overall.RPS), thousands(um.Overall.RPS))
+		}
+		r.p("")
+		r.check("metered detail / unmetered detail", "≥ 0.8×", ratio, 0.8, true, "×")
+	}
+	if md != nil {
+		r.check("metered detail throughput, 64 connections", "≥ 5,000 req/s", md.Overall.RPS, 5000, true, "req/s")
+		r.check("metered detail p99, 64 connections", "< 25 ms", md.Overall.P99ms, 25, false, "ms")
+	}
+
+	r.p("## Appends: metering against PostgreSQL's own ceiling")
+	r.p("")
+	r.p("`bench/pgceiling` on the same database, 16 connections (the pool size of `kyapi serve`): INSERT")
+	r.p("transactions into a scratch table created `LIKE events INCLUDING ALL` (same identity, defaults,")
+	r.p("unique and ordering indexes), and `commands.Charger.Charge` itself — one metered place-detail")
+	r.p("request, one transaction, as `kyapi serve` wires it — over 64 accounts, without HTTP.")
+	r.p("")
+	r.p("| benchmark | rows (appends) / s | µs per op |")
+	r.p("|---|---:|---:|")
+	for _, b := range pg {
+		r.p("| bench/pgceiling %s | %s | %.1f |", b.Name, thousands(b.rate(1)), b.NsPerOp/1000)
+	}
+	for _, b := range cmdBench {
+		r.p("| commands %s | %s ops/s | %.1f |", b.Name, thousands(b.rate(1)), b.NsPerOp/1000)
+	}
+	if len(cmdBench) > 0 {
+		r.p("")
+		r.p("The `commands` rows are that package's own benchmarks (own databases and concurrency; an op is")
+		r.p("what that benchmark calls one, so compare them with each other, not with the rows above), run in")
+		r.p("the same session.")
+	}
+	r.p("")
+	batched, okB := find(pg, "BenchmarkPostgresInsertBatched50")
+	single, okS := find(pg, "BenchmarkPostgresInsertSingleRow")
+	charge, okC := find(pg, "BenchmarkChargeParallel")
+	if okB && okC {
+		ceiling := batched.rate(50)
+		ratio := charge.rate(1) / ceiling
+		r.p("**Charge appends / batched-INSERT ceiling: %.3f×** (%s charges/s vs %s rows/s).", ratio, thousands(charge.rate(1)), thousands(ceiling))
+		if okS {
+			r.p("Against the single-row INSERT ceiling (%s rows/s): %.2f×.", thousands(single.rate(1)), charge.rate(1)/single.rate(1))
+		}
+		if md != nil {
+			r.p("Through HTTP, metered place detail appended %s events/s (%.3f× the batched ceiling).", thousands(md.Overall.RPS), md.Overall.RPS/ceiling)
+		}
+		r.p("")
+		r.check("charge appends / batched-INSERT ceiling", "≥ 0.7×", ratio, 0.7, true, "×")
+	}
+
+	var lag float64
+	var lagOK bool
+	for _, l := range []*loadRun{md, mm} {
+		if l != nil && l.ProjectionSamples > 0 {
+			lag, lagOK = max(lag, l.ProjectionMaxLagMs), true
+		}
+	}
+	if lagOK {
+		r.check("balances projection lag during the metered runs", "< 1 s", lag/1000, 1, false, "s")
+	}
+	var rss float64
+	for _, l := range []*loadRun{md, mm} {
+		if l != nil {
+			rss = max(rss, l.ServerMaxRSSMB)
+		}
+	}
+	if rss > 0 {
+		r.check("kyapi serve RSS under load, 150k catalog", "< 500 MB", rss, 500, false, "MB")
+	}
+
+	r.rebuild()
+	r.index()
+	r.targetTable()
+	r.bounds(md, un, charge, single, batched, okC && okS && okB)
+	r.profile()
+	r.reproduce()
+	return r.b.String()
+}
+
+// rest is the busy CPU, in % of one core, spent outside the server and kyload.
+func rest(l *loadRun) float64 {
+	return max(0, l.MachineBusyPercent*float64(runtime.NumCPU())-l.ServerCPUPercent-l.ClientCPUPercent)
+}
+
+func errs(l latencies) string {
+	if l.Errors == 0 {
+		return "0"
+	}
+	var parts []string
+	for code, n := range l.Status {
+		if code != "200" {
+			parts = append(parts, fmt.Sprintf("%d × %s", n, code))
+		}
+	}
+	return fmt.Sprintf("%d (%s)", l.Errors, strings.Join(parts, ", "))
+}
+
+var rebuildLine = regexp.MustCompile(`^(\S+)\s+(\d+) events in ([\d.]+)s \((\d+) events/s\)`)
+
+func (r *report) rebuild() {
+	r.p("## Projection rebuild")
+	r.p("")
+	r.p("`kyapi rebuild` on the benchmark database after the load runs (the catalog plus every charge")
+	r.p("event of the runs), servers stopped. Each projection replays the whole store from position 0.")
+	r.p("")
+	r.p("| projection | events | seconds | events/s |")
+	r.p("|---|---:|---:|---:|")
+	slowest := -1.0
+	slowestName := ""
+	for line := range strings.Lines(r.text("rebuild.txt")) {
+		m := rebuildLine.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		rate, _ := strconv.ParseFloat(m[4], 64)
+		r.p("| %s | %s | %s | %s |", m[1], m[2], m[3], thousands(rate))
+		if slowest < 0 || rate < slowest {
+			slowest, slowestName = rate, m[1]
+		}
+	}
+	r.p("")
+	if slowest >= 0 {
+		r.check("kyapi rebuild, slowest projection ("+slowestName+")", "≥ 100,000 events/s", slowest, 100000, true, "events/s")
+	}
+}
+
+func (r *report) index() {
+	r.p("## Embedded index on 150,000 places")
+	r.p("")
+	r.p("`go test -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/`: a generated")
+	r.p("150,000-place index, built then reopened, queried in process (no HTTP, no database).")
+	r.p("")
+	r.p("| query | p50 µs | p99 µs | mean µs | hits/op | RSS MB |")
+	r.p("|---|---:|---:|---:|---:|---:|")
+	worstGeo := -1.0
+	for _, b := range r.benches("bleve.txt") {
+		r.p("| %s | %.0f | %.0f | %.0f | %.1f | %.0f |", strings.TrimPrefix(b.Name, "Benchmark"), b.Metrics["p50-µs"], b.Metrics["p99-µs"], b.NsPerOp/1000, b.Metrics["hits/op"], b.Metrics["rss-MB"])
+		if strings.HasPrefix(b.Name, "BenchmarkNear150k") {
+			worstGeo = max(worstGeo, b.Metrics["p50-µs"]/1000)
+		}
+	}
+	r.p("")
+	if worstGeo >= 0 {
+		r.check("geo search p50, 150k places, embedded index (worst radius)", "≤ 2 ms", worstGeo, 2, false, "ms")
+	}
+}
+
+// bounds says, from the figures of this run, what limits the metered path.
+func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAppends bool) {
+	if md == nil || un == nil {
+		return
+	}
+	r.p("## What bounds the metered path")
+	r.p("")
+	r.p("- **The machine, not the server process.** During the metered detail run both cores were %.0f%% busy,", md.MachineBusyPercent)
+	r.p("  but the server process used only %.0f%% of one core and kyload %.0f%%: the other %.0f%% (of one core) was", md.ServerCPUPercent, md.ClientCPUPercent, rest(md))
+	r.p("  PostgreSQL (and neighbours). Unmetered, PostgreSQL only serves one primary-key read per request, and")
+	r.p("  the same cores gave %s req/s.", thousands(un.Overall.RPS))
+	if haveAppends {
+		r.p("- **One transaction per request.** A charge is `SELECT … FOR UPDATE`, a dedup read, an INSERT of")
+		r.p("  the claims, the event INSERT and the account UPDATE, then a commit (with the default")
+		r.p("  `synchronous_commit = on`, a WAL flush per charge).")
+		r.p("  Without HTTP it runs at %s charges/s — %.2f× a bare single-row INSERT transaction (%s/s) and %.3f× the",
+			thousands(charge.rate(1)), charge.rate(1)/single.rate(1), thousands(single.rate(1)), charge.rate(1)/batched.rate(1))
+		r.p("  50-row batched INSERT (%s rows/s). The batched ceiling is what sharing one commit across many", thousands(batched.rate(1)))
+		r.p("  charges would approach (group commit, `commands.Charger.Group`); at one commit per charge the 0.7×")
+		r.p("  target is out of reach by construction. %s", groupWiring())
+	}
+	r.p("- **Projections compete for the same cores.** Every charge appends an event that every projection reads")
+	r.p("  and applies while the load runs (see the profile below); their share of the server's CPU and")
+	r.p("  their queries in PostgreSQL come out of the same two cores, and the balances projection's lag")
+	r.p("  (%.0f ms at most in the detail run) is the queue they build.", md.ProjectionMaxLagMs)
+	r.p("")
+}
+
+// groupWiring says whether kyapi serve wires the group committer in this checkout.
+func groupWiring() string {
+	b, err := os.ReadFile("cmd/kyapi/serve.go")
+	if err != nil {
+		return ""
+	}
+	if strings.Contains(string(b), "Group:") {
+		return "`kyapi serve` in this checkout sets `Charger.Group`."
+	}
+	return "`kyapi serve` in this checkout does not set `Charger.Group`: every charge is its own transaction."
+}
+
+func (r *report) targetTable() {
+	r.p("## Targets")
+	r.p("")
+	r.p("| target | goal | measured | result |")
+	r.p("|---|---|---|---|")
+	for _, t := range r.targets {
+		res := "**missed**"
+		if t.met {
+			res = "met"
+		}
+		r.p("| %s | %s | %s | %s: %s |", t.name, t.goal, t.measured, res, t.margin)
+	}
+	r.p("")
+}
+
+// profileMarks are the functions whose cumulative share says where a metered request's
+// CPU goes.
+var profileMarks = []struct{ re, what string }{
+	{`net/http\.\(\*conn\)\.serve$`, "all HTTP request handling"},
+	{`readapi\.\(\*Server\)\.authorized\.func1$`, "read API: auth, rate limit, handler, charge"},
+	{`commands\.Charger\.Charge$`, "metering: the charge transaction"},
+	{`commands\.Charger\.Authenticate$`, "metering: key lookup"},
+	{`readapi\.\(\*Server\)\.loadPlace$`, "place read model lookup"},
+	{`internal/httpx\.AccessLog\.func1\.1$`, "access log wrapper (includes the handler)"},
+	{`sirupsen/logrus\.\(\*Entry\)\.Info$`, "access log line"},
+	{`encoding/json\.`, "JSON encoding and decoding"},
+	{`projections\.`, "projections applying the charge events"},
+	{`jackc/pgx/v5/pgconn\.\(\*PgConn\)\.`, "PostgreSQL client protocol"},
+	{`runtime\.gcBgMarkWorker$`, "garbage collection (background)"},
+	{`runtime\.mallocgc$`, "allocation"},
+	{`syscall\.Syscall6?$|internal/runtime/syscall\.Syscall6$`, "system calls (network I/O)"},
+}
+
+func (r *report) profile() {
+	top, cum := r.text("pprof-top.txt"), r.text("pprof-cum.txt")
+	if top == "" {
+		return
+	}
+	r.p("## Where the metered server's CPU goes")
+	r.p("")
+	r.p("CPU profile of `bench/metered` (the read API of `kyapi serve` with the real `commands.Charger` and")
+	r.p("every projection running, plus pprof on loopback) under the place-detail load, summarized from")
+	r.p("`go tool pprof -top -cum`. Shares are of the server's sampled CPU time.")
+	r.p("")
+	r.p("| function (cumulative) | share | what it is |")
+	r.p("|---|---:|---|")
+	for _, m := range profileMarks {
+		re := regexp.MustCompile(m.re)
+		for line := range strings.Lines(cum) {
+			f := strings.Fields(line)
+			if len(f) < 6 || !re.MatchString(f[5]) {
+				continue
+			}
+			r.p("| `%s` | %s | %s |", f[5], f[4], m.what)
+			break
+		}
+	}
+	r.p("")
+	r.p("Flat top of the same profile:")
+	r.p("")
+	r.p("```")
+	for line := range strings.Lines(top) {
+		if strings.HasPrefix(line, "File:") || strings.HasPrefix(line, "Build ID:") || strings.HasPrefix(line, "Type:") || strings.HasPrefix(line, "Time:") {
+			continue
+		}
+		r.b.WriteString(line)
+	}
+	r.p("```")
+	r.p("")
+}
+
+func (r *report) machine() {
+	cpu, mem := "", ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		if f := strings.Fields(line); len(f) >= 2 {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			mem = fmt.Sprintf("%.1f GB", kb/1024/1024)
+		}
+	}
+	kernel, _ := exec.Command("uname", "-r").Output()
+	r.p("## Machine")
+	r.p("")
+	r.p("| | |")
+	r.p("|---|---|")
+	r.p("| CPUs (nproc) | %d |", runtime.NumCPU())
+	r.p("| CPU model | %s |", cpu)
+	r.p("| memory | %s |", mem)
+	r.p("| kernel | Linux %s |", strings.TrimSpace(string(kernel)))
+	r.p("| Go | %s |", runtime.Version())
+	r.p("| PostgreSQL | %s (private cluster of `scripts/devdb.sh` unless DATABASE_URL was set; same machine) |", r.pgVersion)
+	r.p("| catalog | %s |", strings.TrimSpace(r.text("demo-data.txt")))
+	if s := strings.TrimSpace(r.text("serve-metered.ready_s")); s != "" {
+		r.p("| first `kyapi serve` start (projections and the 150k index caught up) | %s s |", s)
+	}
+	r.p("")
+	r.p("Server, PostgreSQL and the load generator share these cores, so every req/s figure is a figure")
+	r.p("for the whole stack on this machine, not for the server alone.")
+	r.p("")
+	if top := strings.TrimSpace(r.text("neighbours.txt")); top != "" {
+		r.p("The machine is shared: other work (other engineers' tests, benchmarks and builds, their test")
+		r.p("databases on the same PostgreSQL cluster) ran during this run. A `top` snapshot taken while it")
+		r.p("ran; every figure below is depressed by it, the side-by-side ratios less so:")
+		r.p("")
+		r.p("```")
+		r.p("%s", top)
+		r.p("```")
+		r.p("")
+	}
+}
+
+func (r *report) reproduce() {
+	r.p("## Reproduce")
+	r.p("")
+	r.p("```sh")
+	r.p("make bench                               # all of the above; writes this file (about 10–15 minutes)")
+	r.p("BENCH_SECONDS=60 BENCH_CONNECTIONS=128 make bench   # longer runs, more connections")
+	r.p("")
+	r.p("# by hand, against a running kyapi serve (read API on :8080, admin API on :8081)")
+	r.p("go build -o bin/kyload ./cmd/kyload")
+	r.p("bin/kyload -url http://127.0.0.1:8080 -admin-url http://127.0.0.1:8081 -admin-token $ADMIN_TOKEN \\")
+	r.p("  -accounts 200 -write-keys keys.txt -duration 20s -connections 64 -mix detail=100 -pid $(pgrep -n kyapi) -db $DATABASE_URL")
+	r.p("bin/kyload -keys keys.txt -duration 20s -mix detail=70,list=10,search=10,menu=10")
+	r.p("")
+	r.p("# the pieces")
+	r.p("BENCH_DATABASE_URL=$DATABASE_URL go test -run '^$' -bench . -benchtime 5s ./bench/pgceiling/")
+	r.p("DATABASE_URL=... bin/kyapi rebuild")
+	r.p("go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/")
+	r.p("```")
+	r.p("")
+	r.p("Raw results of the run (kyload JSON, benchmark output, the CPU profile) are kept in the directory")
+	r.p("`bench/run.sh` prints at the end (`BENCH_OUT` chooses it).")
+}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# make bench: the whole performance run, side by side in one go, then docs/benchmarks.md.
+#
+#   1. build kyapi, kyload and the benchmark-only servers (bench/unmetered, bench/metered)
+#   2. a fresh database kyapi_bench (dropped and recreated) with a 150,000-place catalog
+#   3. metered `kyapi serve` + kyload: place detail only, then the mix
+#   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
+#   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load
+#   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
+#   7. kyapi rebuild (events/s), 8. the embedded index benchmarks on 150,000 places
+#   9. bench/report writes docs/benchmarks.md
+#
+# Environment: DATABASE_URL (else the private cluster of scripts/devdb.sh), BENCH_PLACES
+# (150000), BENCH_SECONDS per load run (20), BENCH_CONNECTIONS (64), BENCH_ACCOUNTS (200),
+# BENCH_OUT (raw results; a new temporary directory by default), BENCH_DOC (docs/benchmarks.md).
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+places=${BENCH_PLACES:-150000}
+secs=${BENCH_SECONDS:-20}
+conns=${BENCH_CONNECTIONS:-64}
+naccounts=${BENCH_ACCOUNTS:-200}
+mix=${BENCH_MIX:-detail=70,list=10,search=10,menu=10}
+out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kyapi-bench.XXXXXX")}
+doc=${BENCH_DOC:-docs/benchmarks.md}
+mkdir -p "$out/bin"
+log() { printf '\n== %s  %s\n' "$(date +%T)" "$*"; }
+
+base_url=${DATABASE_URL:-$(scripts/devdb.sh url)}
+# The same server, database kyapi_bench: never the database other work is using.
+db_url=$(printf '%s' "$base_url" | sed -E 's#^(postgres(ql)?://[^/]+)/[^?]*#\1/kyapi_bench#')
+[ "$db_url" != "$base_url" ] || { echo "bench: cannot derive a kyapi_bench URL from DATABASE_URL" >&2; exit 1; }
+
+# Loopback ports of this run, derived from the shell's pid so two runs do not collide.
+port=$((20000 + ($$ % 2000) * 4))
+read_addr=127.0.0.1:$port admin_addr=127.0.0.1:$((port + 1)) pprof_addr=127.0.0.1:$((port + 2))
+read_url=http://$read_addr admin_url=http://$admin_addr
+
+server_pid=
+stop_server() {
+  if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+  server_pid=
+}
+trap stop_server EXIT INT TERM
+
+# Every server of the run sees the same environment: only the binary changes.
+export DATABASE_URL=$db_url READ_ADDR=$read_addr ADMIN_ADDR=$admin_addr ADMIN_TOKEN=bench-admin-token \
+  DATA_DIR=$out/data CANONICAL_BASE_URL=http://localhost:8080 LOG_LEVEL=info
+# The per-key limit (60/min by default) would cap 200 keys at 200 requests/s: the run
+# measures throughput, so the limiter still runs but never refuses.
+export RATE_LIMIT_PER_MINUTE=100000000
+
+start_server() { # name binary args...
+  local name=$1; shift
+  "$@" >"$out/$name.log" 2>&1 &
+  server_pid=$!
+  local t0=$SECONDS
+  until curl -fsS "$read_url/healthz" >/dev/null 2>&1; do
+    kill -0 "$server_pid" 2>/dev/null || { tail -n 20 "$out/$name.log" >&2; echo "bench: $name exited" >&2; exit 1; }
+    [ $((SECONDS - t0)) -lt 900 ] || { echo "bench: $name did not answer in 900 s" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "$name ready in $((SECONDS - t0)) s (pid $server_pid)"
+  echo "$((SECONDS - t0))" >"$out/$name.ready_s"
+}
+
+load() { # label mix [extra kyload flags]
+  local label=$1 m=$2; shift 2
+  "$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration "${secs}s" \
+    -connections "$conns" -mix "$m" -pid "$server_pid" -label "$label" -json "$out/$label.json" "$@"
+}
+
+log "building"
+go build -o "$out/bin/kyapi" ./cmd/kyapi
+go build -o "$out/bin/kyload" ./cmd/kyload
+go build -o "$out/bin/unmetered" ./bench/unmetered
+go build -o "$out/bin/metered" ./bench/metered
+go build -o "$out/bin/report" ./bench/report
+
+log "database kyapi_bench and a $places-place catalog"
+psql "$base_url" -qc "DROP DATABASE IF EXISTS kyapi_bench WITH (FORCE)"
+psql "$base_url" -qc "CREATE DATABASE kyapi_bench"
+rm -rf "$out/data"
+"$out/bin/kyapi" migrate >/dev/null
+"$out/bin/kyapi" demo-data -places "$places" | grep -E 'demo catalog' | tee "$out/demo-data.txt"
+
+log "metered: kyapi serve"
+start_server serve-metered "$out/bin/kyapi" serve
+# serve has caught the catalog projection up before it listens: rm_places is complete.
+psql "$db_url" -AtF $'\t' -c "SELECT place_id, has_menu, coalesce(latitude::text, ''), coalesce(longitude::text, '') FROM rm_places ORDER BY place_id" >"$out/places.tsv"
+# Accounts and keys through the admin API; this short run also warms the server up.
+"$out/bin/kyload" -url "$read_url" -admin-url "$admin_url" -admin-token "$ADMIN_TOKEN" -accounts "$naccounts" \
+  -write-keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix "$mix" -label warmup >/dev/null
+# What else runs on this shared machine, sampled mid-run; the report shows it.
+(sleep $((secs / 2)); top -b -n 2 -d 2 -o %CPU -w 140 | awk '/^top -/{n++} n==2' | head -22 >"$out/neighbours.txt") &
+load metered-detail detail=100 -db "$db_url"
+load metered-mix "$mix" -db "$db_url"
+stop_server
+
+log "unmetered baseline: bench/unmetered on the same database and index"
+start_server unmetered "$out/bin/unmetered"
+"$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix "$mix" -label warmup >/dev/null
+load unmetered-detail detail=100
+load unmetered-mix "$mix"
+stop_server
+
+log "CPU profile of the metered path under the detail load (bench/metered)"
+start_server metered-pprof "$out/bin/metered" -pprof "$pprof_addr"
+load metered-pprof detail=100 -db "$db_url" >"$out/metered-pprof.txt" &
+load_pid=$!
+sleep 2
+curl -fsS -o "$out/cpu.pprof" "http://$pprof_addr/debug/pprof/profile?seconds=$((secs > 6 ? secs - 4 : 2))" || true
+wait "$load_pid" || true
+cat "$out/metered-pprof.txt"
+stop_server
+if [ -s "$out/cpu.pprof" ]; then
+  go tool pprof -top -nodecount=25 "$out/bin/metered" "$out/cpu.pprof" >"$out/pprof-top.txt" 2>/dev/null || true
+  go tool pprof -top -cum -nodecount=40 "$out/bin/metered" "$out/cpu.pprof" >"$out/pprof-cum.txt" 2>/dev/null || true
+fi
+
+log "PostgreSQL append ceiling"
+BENCH_DATABASE_URL=$db_url go test -run '^$' -bench . -benchtime 5s -count 1 ./bench/pgceiling/ | tee "$out/pgceiling.txt"
+if grep -qsE 'func Benchmark(PostgresInsert|Charge)' commands/*_test.go; then
+  # The commands package's own benchmarks, when present (they make their own databases).
+  DATABASE_URL=$base_url timeout 240 go test -run '^$' -bench 'BenchmarkPostgresInsert|BenchmarkCharge' -benchtime 3s -count 1 ./commands/ \
+    | tee "$out/commands-bench.txt" || echo "bench: commands benchmarks failed or timed out" | tee -a "$out/commands-bench.txt"
+fi
+
+log "kyapi rebuild"
+"$out/bin/kyapi" rebuild 2>&1 | tr '\r' '\n' | grep -E 'events in|rebuilt' | tee "$out/rebuild.txt"
+
+log "embedded index on 150,000 places"
+go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x -count 1 ./projections/placeindex/bleveindex/ | tee "$out/bleve.txt"
+
+log "writing $doc"
+"$out/bin/report" -dir "$out" -out "$doc" -places "$places" -seconds "$secs" -connections "$conns" -accounts "$naccounts" -mix "$mix" \
+  -pg-version "$(psql "$db_url" -Atc 'SHOW server_version')"
+echo "raw results in $out"
