@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -35,7 +36,10 @@ type Balances struct{}
 func (Balances) Name() string { return "balances" }
 
 func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	b := &pgx.Batch{}
+	// Only each account's highest version in the batch matters: one row per account.
+	latest := map[string]int{}
+	var ids []string
+	var balances, versions []int64
 	for _, e := range events {
 		if !isAccountEvent(e) {
 			continue
@@ -44,11 +48,24 @@ func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event)
 		if err := decode(e, &a); err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO rm_balances (account_id, balance, version) VALUES ($1, $2, $3)
-			ON CONFLICT (account_id) DO UPDATE SET balance = EXCLUDED.balance, version = EXCLUDED.version
-			WHERE rm_balances.version < EXCLUDED.version`, a.AccountID, a.BalanceAfter, e.Version)
+		i, seen := latest[a.AccountID]
+		if !seen {
+			latest[a.AccountID] = len(ids)
+			ids, balances, versions = append(ids, a.AccountID), append(balances, a.BalanceAfter), append(versions, e.Version)
+			continue
+		}
+		if e.Version > versions[i] {
+			balances[i], versions[i] = a.BalanceAfter, e.Version
+		}
 	}
-	return tx.SendBatch(ctx, b).Close()
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO rm_balances (account_id, balance, version)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
+		ON CONFLICT (account_id) DO UPDATE SET balance = EXCLUDED.balance, version = EXCLUDED.version
+		WHERE rm_balances.version < EXCLUDED.version`, ids, balances, versions)
+	return err
 }
 
 func (Balances) Reset(ctx context.Context, tx pgx.Tx) error {
@@ -62,7 +79,12 @@ type Ledger struct{}
 func (Ledger) Name() string { return "ledger" }
 
 func (Ledger) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	b := &pgx.Batch{}
+	var (
+		ids, types, payloads []string
+		versions, positions  []int64
+		deltas, balances     []int64
+		recorded             []time.Time
+	)
 	for _, e := range events {
 		if !isAccountEvent(e) {
 			continue
@@ -71,11 +93,20 @@ func (Ledger) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) e
 		if err := decode(e, &a); err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO rm_ledger (account_id, version, position, type, recorded_at, credits_delta, balance_after, payload)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING`,
-			a.AccountID, e.Version, e.Position, e.Type, e.RecordedAt, a.CreditsDelta, a.BalanceAfter, e.Payload)
+		ids, versions, positions = append(ids, a.AccountID), append(versions, e.Version), append(positions, e.Position)
+		types, recorded = append(types, e.Type), append(recorded, e.RecordedAt)
+		deltas, balances, payloads = append(deltas, a.CreditsDelta), append(balances, a.BalanceAfter), append(payloads, string(e.Payload))
 	}
-	return tx.SendBatch(ctx, b).Close()
+	if len(ids) == 0 {
+		return nil
+	}
+	// One set-based statement per batch: rebuilds replay hundreds of thousands of rows.
+	_, err := tx.Exec(ctx, `INSERT INTO rm_ledger (account_id, version, position, type, recorded_at, credits_delta, balance_after, payload)
+		SELECT a, v, p, t, r, d, b, j::jsonb
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[])
+			AS u(a, v, p, t, r, d, b, j)
+		ON CONFLICT DO NOTHING`, ids, versions, positions, types, recorded, deltas, balances, payloads)
+	return err
 }
 
 func (Ledger) Reset(ctx context.Context, tx pgx.Tx) error {
