@@ -182,7 +182,10 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
-const eventColumns = `position, transaction_id::text, stream_id, version, type, payload, metadata, recorded_at`
+// The transaction id is read as text (pgx has no xid8 codec) under another name: an output
+// column named transaction_id would make ORDER BY transaction_id sort the text, and
+// "10000" < "9999" would reorder, skip and repeat events at every power of ten.
+const eventColumns = `position, transaction_id::text AS tx_text, stream_id, version, type, payload, metadata, recorded_at`
 
 // ReadStream returns the events of one stream with version > after, in version order.
 func ReadStream(ctx context.Context, q Querier, streamID string, after int64) ([]Event, error) {
@@ -215,7 +218,7 @@ func ReadAll(ctx context.Context, q Querier, after Position, limit int) ([]Event
 // position, without reading their bodies. n is 0 when there is nothing new.
 func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end Position, n int, err error) {
 	var tx string
-	err = q.QueryRow(ctx, `SELECT transaction_id::text, position, count(*) OVER () FROM (
+	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
 			SELECT transaction_id, position FROM events
 			WHERE (transaction_id, position) > ($1::text::xid8, $2) AND `+visible+`
 			ORDER BY transaction_id, position LIMIT $3) o
@@ -250,7 +253,7 @@ func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, e
 func Head(ctx context.Context, q Querier) (Position, error) {
 	var tx string
 	var p Position
-	err := q.QueryRow(ctx, `SELECT transaction_id::text, position FROM events
+	err := q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position FROM events
 		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&tx, &p.Pos)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Position{}, nil
