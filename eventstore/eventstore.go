@@ -237,11 +237,19 @@ func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end P
 // ReadRange returns the events in (after, upto] in global order. upto must come from
 // NextBatch, so that the range is closed: no transaction can add to it any more.
 func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
+	return ReadRangeOf(ctx, q, after, upto, "")
+}
+
+// ReadRangeOf is ReadRange restricted to the streams whose id starts with streamPrefix
+// ("" for all). A projection that reads only account streams then never loads the catalog's
+// large payloads.
+func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefix string) ([]Event, error) {
 	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM events
 		WHERE (transaction_id, position) > ($1::text::xid8, $2)
 		  AND (transaction_id, position) <= ($3::text::xid8, $4)
+		  AND starts_with(stream_id, $5)
 		ORDER BY transaction_id, position`,
-		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos)
+		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefix)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,10 @@ type accountEvent struct {
 	domain.Ledger
 }
 
-func isAccountEvent(e eventstore.Event) bool { return strings.HasPrefix(e.StreamID, "account-") }
+// accountStreams is the stream-id prefix of every account's stream (domain.AccountStream).
+const accountStreams = "account-"
+
+func isAccountEvent(e eventstore.Event) bool { return strings.HasPrefix(e.StreamID, accountStreams) }
 
 func decode(e eventstore.Event, v any) error {
 	if err := json.Unmarshal(e.Payload, v); err != nil {
@@ -33,7 +36,8 @@ func decode(e eventstore.Event, v any) error {
 // is kept, the earlier one is ignored.
 type Balances struct{}
 
-func (Balances) Name() string { return "balances" }
+func (Balances) Name() string         { return "balances" }
+func (Balances) StreamPrefix() string { return accountStreams }
 
 func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	// Only each account's highest version in the batch matters: one row per account.
@@ -76,7 +80,8 @@ func (Balances) Reset(ctx context.Context, tx pgx.Tx) error {
 // Ledger keeps every account fact with its credits delta and the balance after it.
 type Ledger struct{}
 
-func (Ledger) Name() string { return "ledger" }
+func (Ledger) Name() string         { return "ledger" }
+func (Ledger) StreamPrefix() string { return accountStreams }
 
 func (Ledger) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	var (
@@ -118,7 +123,8 @@ func (Ledger) Reset(ctx context.Context, tx pgx.Tx) error {
 // forward (active, grace, revoked), so the updates are safe in any order.
 type Keys struct{}
 
-func (Keys) Name() string { return "keys" }
+func (Keys) Name() string         { return "keys" }
+func (Keys) StreamPrefix() string { return accountStreams }
 
 func (Keys) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	b := &pgx.Batch{}
@@ -158,7 +164,8 @@ func (Keys) Reset(ctx context.Context, tx pgx.Tx) error {
 // charged or deduplicated: the input of trending.
 type Usage struct{}
 
-func (Usage) Name() string { return "usage" }
+func (Usage) Name() string         { return "usage" }
+func (Usage) StreamPrefix() string { return accountStreams }
 
 type usageEvent struct {
 	Operation    domain.Operation `json:"operation"`

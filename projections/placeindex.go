@@ -19,6 +19,10 @@ type PlaceIndex struct {
 
 func (PlaceIndex) Name() string { return "placeindex" }
 
+// placeStreams is the stream-id prefix of places (domain.PlaceStream): the index reads
+// nothing else.
+const placeStreams = "place-"
+
 func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error) {
 	s, err := p.Index.Checkpoint(ctx)
 	if err != nil {
@@ -40,7 +44,7 @@ func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) er
 	if at != from {
 		return errCheckpointMoved
 	}
-	events, err := eventstore.ReadRange(ctx, p.Pool, from, to)
+	events, err := eventstore.ReadRangeOf(ctx, p.Pool, from, to, placeStreams)
 	if err != nil {
 		return err
 	}
@@ -65,7 +69,7 @@ func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(appl
 			if n == 0 {
 				return w.Upsert(ctx, nil, nil, at.String())
 			}
-			events, err := eventstore.ReadRange(ctx, p.Pool, at, end)
+			events, err := eventstore.ReadRangeOf(ctx, p.Pool, at, end, placeStreams)
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,12 @@ type SQLApplier interface {
 	Reset(ctx context.Context, tx pgx.Tx) error
 }
 
+// StreamFilter is implemented by appliers that only read streams with one id prefix
+// ("account-"): their ranges are read without the other streams' events.
+type StreamFilter interface {
+	StreamPrefix() string
+}
+
 // errCheckpointMoved means the stored checkpoint is not where the range starts: another
 // delivery got there first. The subscriber re-reads the checkpoint and carries on.
 var errCheckpointMoved = errors.New("projections: checkpoint is not at the start of the range")
@@ -96,7 +102,11 @@ func (p SQL) Handle(ctx context.Context, from, to eventstore.Position) error {
 		if at != from {
 			return errCheckpointMoved
 		}
-		events, err := eventstore.ReadRange(ctx, tx, from, to)
+		prefix := ""
+		if f, ok := p.Applier.(StreamFilter); ok {
+			prefix = f.StreamPrefix()
+		}
+		events, err := eventstore.ReadRangeOf(ctx, tx, from, to, prefix)
 		if err != nil {
 			return err
 		}
