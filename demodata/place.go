@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kyapi/kyapi/domain"
 )
 
 type placeRecord struct {
@@ -167,7 +169,7 @@ func (g *generator) makePlace(ti, index int) *placeRecord {
 	case p.IsChain:
 		p.Website = ptr("https://" + chainBrands[brand].domain + ".example/locations/" + t.Slug)
 	case r.Float64() < siteP:
-		host := slugify(p.Name)
+		host := domain.Slugify(p.Name)
 		if !fresh {
 			host += "-" + strings.SplitN(t.Slug, "-", 2)[0]
 		}
@@ -324,26 +326,6 @@ func nameKey(name string) uint64 {
 		}
 	}
 	return h
-}
-
-func slugify(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, c := range strings.ToLower(s) {
-		switch {
-		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(c)
-			dash = false
-		case c == '\'':
-			// "Miller's" reads better as "millers" than "miller-s".
-		default:
-			dash = true
-		}
-	}
-	return b.String()
 }
 
 // phoneNumber uses the 555-0100..555-0199 range, which is reserved for fiction.

@@ -232,3 +232,18 @@ func TestPricesFollowTheCostTable(t *testing.T) {
 		t.Errorf("per-row flags wrong")
 	}
 }
+
+func TestSlugifyMakesTheCatalogsTownSlugs(t *testing.T) {
+	cases := map[string]string{
+		"Bowling Green":  "bowling-green",
+		"St. Matthews":   "st-matthews",
+		"Miller's Creek": "millers-creek",
+		"Louisville/Jefferson County metro government (balance)": "louisville-jefferson-county-metro-government-balance",
+		"  --Berea--  ": "berea",
+	}
+	for in, want := range cases {
+		if got := domain.Slugify(in); got != want {
+			t.Errorf("Slugify(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

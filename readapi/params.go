@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/httpx"
 )
 
@@ -28,27 +29,7 @@ func ResolveTown(town string) string {
 	if slug, ok := townAliases[key]; ok {
 		return slug
 	}
-	return slugify(key)
-}
-
-func slugify(s string) string {
-	var b strings.Builder
-	dash := false
-	for _, c := range s {
-		switch {
-		case c >= 'a' && c <= 'z' || c >= '0' && c <= '9':
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			b.WriteRune(c)
-			dash = false
-		case c == '\'':
-			// "Miller's" is "millers", as the catalog slugs it.
-		default:
-			dash = true
-		}
-	}
-	return b.String()
+	return domain.Slugify(key)
 }
 
 // badParam is a query parameter that is missing, malformed or out of range: a 400
