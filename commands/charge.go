@@ -94,8 +94,9 @@ func (c Charger) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, e
 	return res, nil
 }
 
-// claimsByKeySQL is claimsTodaySQL for the account behind a key hash ($1), so it can be
-// pipelined with the lock before the account id is known.
+// claimsByKeySQL reads which of the resources ($3) the account behind a key hash ($1) paid
+// on the day ($2); by key hash, so it can be pipelined with the lock before the account id
+// is known.
 const claimsByKeySQL = `SELECT d.resource FROM dedup_claims d JOIN api_keys k ON k.account_id = d.account_id
 	WHERE k.key_hash = $1 AND d.day = $2 AND d.resource = ANY($3)`
 
@@ -161,18 +162,6 @@ func chargePipelined(ctx context.Context, conn *pgx.Conn, req ChargeRequest, now
 		return ChargeResult{}, err
 	}
 	return plan.result, wr.Close()
-}
-
-// chargeInTx runs the steps of one charge inside tx. The group committer runs these steps,
-// and they decide exactly as the pipelined path does; it leaves tx open either way.
-func chargeInTx(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req ChargeRequest, now time.Time) (ChargeResult, error) {
-	h, err := scanChargeHead(tx.QueryRow(ctx, lockChargeHead, req.KeyHash[:]))
-	if err != nil {
-		return ChargeResult{}, err
-	}
-	return chargeLocked(ctx, store, tx, req, now, h, func() (map[string]bool, error) {
-		return claimsToday(ctx, tx, h.account.id, domain.Day(now), req.Resources)
-	})
 }
 
 // lockChargeHead locks the account behind a key hash and reads the key with it.
@@ -241,44 +230,6 @@ func planCharge(req ChargeRequest, now time.Time, h chargeHead, claimed map[stri
 		Paid: d.Paid, Deduplicated: d.Deduplicated, OmittedUnpaid: d.OmittedUnpaid, Ledger: ledger}}
 	p.claims = d.Paid
 	return p, nil
-}
-
-// chargeLocked is the rest of a charge once its account is locked, one statement at a time
-// inside tx (the group committer's path).
-func chargeLocked(ctx context.Context, store *eventstore.Store, tx pgx.Tx, req ChargeRequest, now time.Time, h chargeHead,
-	claimsToday func() (map[string]bool, error)) (ChargeResult, error) {
-	if err := h.key.Authorize(now); err != nil {
-		return ChargeResult{}, err
-	}
-	claimed := map[string]bool{}
-	if len(req.Resources) > 0 {
-		var err error
-		if claimed, err = claimsToday(); err != nil {
-			return ChargeResult{}, err
-		}
-	}
-	p, err := planCharge(req, now, h, claimed)
-	if err != nil || p.event == nil {
-		return p.result, err
-	}
-	if len(p.claims) > 0 {
-		if _, err := tx.Exec(ctx, insertClaimsSQL, h.account.id, domain.Day(now), p.claims); err != nil {
-			return p.result, err
-		}
-	}
-	v, err := store.Append(ctx, tx, domain.AccountStream(h.account.id), h.account.version, now, *p.event)
-	if err != nil {
-		return p.result, err
-	}
-	_, err = tx.Exec(ctx, updateHeadSQL, h.account.id, v, p.result.Balance)
-	return p.result, err
-}
-
-// claimsTodaySQL reads which of the resources ($3) the account ($1) paid on the day ($2).
-const claimsTodaySQL = `SELECT resource FROM dedup_claims WHERE account_id = $1 AND day = $2 AND resource = ANY($3)`
-
-func claimsToday(ctx context.Context, tx pgx.Tx, accountID, day string, resources []string) (map[string]bool, error) {
-	return collectClaims(tx.Query(ctx, claimsTodaySQL, accountID, day, resources))
 }
 
 func collectClaims(rows pgx.Rows, err error) (map[string]bool, error) {

@@ -3,7 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
-	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -21,8 +21,7 @@ var ErrGroupCommitterClosed = errors.New("commands: group committer closed")
 
 // GroupCommitOptions tune a GroupCommitter; zero values take the defaults.
 type GroupCommitOptions struct {
-	// MaxBatch bounds the charges sharing one transaction (default 64: past 64 savepoints
-	// PostgreSQL overflows its per-backend subtransaction cache and every session slows).
+	// MaxBatch bounds the charges sharing one transaction (default 64).
 	MaxBatch int
 	// Workers is how many batch transactions may be in flight at once, each on its own
 	// connection (default 4).
@@ -33,12 +32,13 @@ type GroupCommitOptions struct {
 }
 
 // GroupCommitter runs concurrent charges in shared transactions: a worker takes every
-// charge waiting (up to MaxBatch), runs each under its own SAVEPOINT with the same steps as
-// Charger's single transaction, and commits once, so a batch pays for one commit and one
-// WAL flush. A charge that fails (refused, unknown or revoked key, SQL error) is rolled
-// back to its savepoint and fails alone; the others commit. Answers are given only after
-// the COMMIT: if the transaction fails, every charge of the batch gets the error and
-// nothing of it was charged.
+// charge waiting (up to MaxBatch), decides them all from one locked read of their accounts
+// with the same planning step as Charger's single transaction, and writes them with a few
+// set-based statements and one commit, so a batch pays for one commit and one WAL flush.
+// A refused charge (insufficient credits, unknown or revoked key) fails alone; a charge
+// whose write breaks a statement is found by running the batch's charges one by one.
+// Answers are given only after the COMMIT: if the transaction fails, every charge of the
+// batch gets the error and nothing of it was charged.
 //
 // A batch locks its accounts in account-id order, like GrantBonus, so batches in any
 // number of processes cannot deadlock each other; a batch that still fails with a
@@ -176,103 +176,220 @@ func (g *GroupCommitter) runBatch(batch []*pendingCharge) {
 	}
 }
 
-// commitBatch runs the batch's charges in one transaction, each under its own savepoint, in
-// account-id order. It sets each charge's answer; they stand only if it returns nil.
+// commitBatch runs the batch's charges in one transaction with set-based statements: one
+// pipelined round trip locks every account of the batch (in account-id order) and reads
+// their claims for today; the domain then decides each charge in order in memory, carrying
+// each account's balance, version and claims from one charge to the next; a second round
+// trip writes all claims, one append per account, the heads and COMMIT. A refusal is decided
+// in memory and writes nothing. If a statement fails, the transaction is rolled back and
+// every charge is run again on its own, so a charge that breaks a statement fails alone.
 func (g *GroupCommitter) commitBatch(ctx context.Context, batch []*pendingCharge) error {
 	if err := g.accounts.resolve(ctx, g.store, batch); err != nil {
 		return err
 	}
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.account, b.account) })
-	return pgx.BeginFunc(ctx, g.store.Pool, func(tx pgx.Tx) error {
-		savepoint := noSavepoint
-		for _, p := range batch {
-			p.res, p.err = ChargeResult{}, nil
-			if p.account == "" {
-				p.err = domain.ErrInvalidKey
-				continue
-			}
-			if err := p.ctx.Err(); err != nil {
-				// The waiter has gone: charging it now would spend credits nobody sees.
-				p.err = err
-				continue
-			}
-			res, err := g.chargeUnderSavepoint(ctx, tx, p, savepoint)
-			if errors.Is(err, errSavepoint) {
-				return err
-			}
-			if err == nil {
-				p.res, savepoint = res, dirtySavepoint
-				continue
-			}
-			if isLockConflict(err) {
-				return err
-			}
-			if _, rbErr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT charge`); rbErr != nil {
-				return rbErr
-			}
-			p.err, savepoint = err, freshSavepoint
+	var live []*pendingCharge
+	for _, p := range batch {
+		p.res, p.err = ChargeResult{}, nil
+		switch {
+		case p.account == "":
+			p.err = domain.ErrInvalidKey
+		case p.ctx.Err() != nil:
+			// The waiter has gone: charging it now would spend credits nobody sees.
+			p.err = p.ctx.Err()
+		default:
+			live = append(live, p)
 		}
+	}
+	if len(live) == 0 {
 		return nil
-	})
+	}
+	now := g.clock().UTC()
+	err := g.withConn(ctx, func(conn *pgx.Conn) error { return g.setBased(ctx, conn, live, now) })
+	var pgErr *pgconn.PgError
+	if err == nil || isLockConflict(err) || !(errors.As(err, &pgErr) || errors.Is(err, eventstore.ErrVersionConflict)) {
+		return err
+	}
+	// A statement failed: find the charge that broke it by running each on its own.
+	for _, p := range live {
+		p.res, p.err = ChargeResult{}, nil
+		if err := g.withConn(ctx, func(conn *pgx.Conn) error {
+			p.res, p.err = chargePipelined(ctx, conn, p.req, now)
+			return p.err
+		}); err != nil && p.err == nil {
+			p.err = err
+		}
+	}
+	return nil
 }
 
-// savepointState says what a batch must do before its next charge: create the savepoint,
-// release the previous charge's and create a new one, or reuse the one it rolled back to.
-type savepointState int
-
-const (
-	noSavepoint savepointState = iota
-	dirtySavepoint
-	freshSavepoint
-)
-
-// errSavepoint wraps a failure to set the savepoint: the transaction cannot go on.
-var errSavepoint = errors.New("commands: group commit savepoint")
-
-// chargeUnderSavepoint runs one charge of a batch after setting its savepoint. The
-// savepoint, the account lock and the read of today's claims go in one round trip; the
-// claims are read by the account the key resolved to, which the lock then confirms.
-func (g *GroupCommitter) chargeUnderSavepoint(ctx context.Context, tx pgx.Tx, p *pendingCharge, sp savepointState) (ChargeResult, error) {
-	now := g.clock().UTC()
-	day := domain.Day(now)
-	b := &pgx.Batch{}
-	switch sp {
-	case noSavepoint:
-		b.Queue(`SAVEPOINT charge`)
-	case dirtySavepoint:
-		b.Queue(`RELEASE SAVEPOINT charge`)
-		b.Queue(`SAVEPOINT charge`)
+// withConn runs fn on a pooled connection and leaves no transaction open on it.
+func (g *GroupCommitter) withConn(ctx context.Context, fn func(*pgx.Conn) error) error {
+	c, err := g.store.Pool.Acquire(ctx)
+	if err != nil {
+		return err
 	}
-	steps := b.Len()
-	b.Queue(lockChargeHead, p.req.KeyHash[:])
-	if len(p.req.Resources) > 0 {
-		b.Queue(claimsTodaySQL, p.account, day, p.req.Resources)
-	}
-	br := tx.SendBatch(ctx, b)
-	for range steps {
-		if _, err := br.Exec(); err != nil {
-			_ = br.Close()
-			return ChargeResult{}, fmt.Errorf("%w: %w", errSavepoint, err)
+	defer c.Release()
+	err = fn(c.Conn())
+	if err != nil && c.Conn().PgConn().TxStatus() != 'I' {
+		if _, rbErr := c.Exec(ctx, "ROLLBACK"); rbErr != nil {
+			_ = c.Conn().Close(ctx)
 		}
 	}
-	h, err := scanChargeHead(br.QueryRow())
-	var claimed map[string]bool
-	var claimsErr error
-	if len(p.req.Resources) > 0 {
-		claimed, claimsErr = collectClaims(br.Query())
+	return err
+}
+
+// accountState is an account's head as the batch moves it.
+type accountState struct {
+	account
+	startVersion int64
+	claimed      map[string]bool
+	events       []eventstore.NewEvent
+}
+
+func (g *GroupCommitter) setBased(ctx context.Context, conn *pgx.Conn, live []*pendingCharge, now time.Time) error {
+	day := domain.Day(now)
+	hashes := make([][]byte, 0, len(live))
+	var claimAccounts, claimResources []string
+	for _, p := range live {
+		hashes = append(hashes, p.req.KeyHash[:])
+		for _, r := range p.req.Resources {
+			claimAccounts, claimResources = append(claimAccounts, p.account), append(claimResources, r)
+		}
 	}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	// The sort runs below the row locks, so accounts are locked in account-id order.
+	b.Queue(`SELECT k.key_hash, k.key_id, k.state, k.grace_until, a.account_id, a.balance, a.version
+		FROM api_keys k JOIN accounts a ON a.account_id = k.account_id
+		WHERE k.key_hash = ANY($1) ORDER BY a.account_id FOR UPDATE OF a`, hashes)
+	b.Queue(`SELECT d.account_id, d.resource FROM dedup_claims d
+		JOIN unnest($2::text[], $3::text[]) AS c(account_id, resource) ON c.account_id = d.account_id AND c.resource = d.resource
+		WHERE d.day = $1`, day, claimAccounts, claimResources)
+	keys := map[domain.KeyHash]domain.Key{}
+	accounts := map[string]*accountState{}
+	br := conn.SendBatch(ctx, b)
+	err := readLockedBatch(br, keys, accounts)
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
-		return ChargeResult{}, err
+		return err
 	}
-	return chargeLocked(ctx, g.store, tx, p.req, now, h, func() (map[string]bool, error) {
-		if h.account.id != p.account {
-			return claimsToday(ctx, tx, h.account.id, day, p.req.Resources)
+
+	var newClaimAccounts, newClaims []string
+	for _, p := range live {
+		k, ok := keys[p.req.KeyHash]
+		if !ok {
+			p.err = domain.ErrInvalidKey
+			continue
 		}
-		return claimed, claimsErr
+		a := accounts[k.AccountID]
+		plan, err := planCharge(p.req, now, chargeHead{key: k, account: a.account}, a.claimed)
+		if err != nil {
+			p.err = err
+			continue
+		}
+		p.res = plan.result
+		if plan.event == nil {
+			continue
+		}
+		a.events = append(a.events, *plan.event)
+		a.version++
+		a.balance = plan.result.Balance
+		for _, r := range plan.claims {
+			a.claimed[r] = true
+			newClaimAccounts, newClaims = append(newClaimAccounts, a.id), append(newClaims, r)
+		}
+	}
+
+	w := &pgx.Batch{}
+	if len(newClaims) > 0 {
+		w.Queue(`INSERT INTO dedup_claims (account_id, day, resource) SELECT a, $1, r FROM unnest($2::text[], $3::text[]) AS u(a, r)`,
+			day, newClaimAccounts, newClaims)
+	}
+	var ops []*eventstore.AppendOp
+	var heads []string
+	var versions, balances []int64
+	for _, id := range slices.Sorted(maps.Keys(accounts)) {
+		a := accounts[id]
+		if len(a.events) == 0 {
+			continue
+		}
+		op, err := eventstore.NewAppendOp(domain.AccountStream(id), a.startVersion, now, a.events...)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, op)
+		w.Queue(op.SQL, op.Args...)
+		heads, versions, balances = append(heads, id), append(versions, a.version), append(balances, a.balance)
+	}
+	if len(heads) > 0 {
+		w.Queue(`UPDATE accounts SET version = u.v, balance = u.b FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS u(id, v, b)
+			WHERE accounts.account_id = u.id`, heads, versions, balances)
+	}
+	w.Queue("COMMIT")
+	wr := conn.SendBatch(ctx, w)
+	err = writeBatchResults(wr, len(newClaims) > 0, ops, len(heads) > 0)
+	if closeErr := wr.Close(); err == nil {
+		err = closeErr
+	}
+	return err
+}
+
+// readLockedBatch reads the locked heads and today's claims of a batch.
+func readLockedBatch(br pgx.BatchResults, keys map[domain.KeyHash]domain.Key, accounts map[string]*accountState) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	var hash []byte
+	var k domain.Key
+	var a account
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&hash, &k.ID, &k.State, &k.GraceUntil, &a.id, &a.balance, &a.version}, func() error {
+		k.AccountID = a.id
+		keys[domain.KeyHash(hash)] = k
+		accounts[a.id] = &accountState{account: a, startVersion: a.version, claimed: map[string]bool{}}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var id, r string
+	rows, err = br.Query()
+	if err != nil {
+		return err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id, &r}, func() error {
+		if a := accounts[id]; a != nil {
+			a.claimed[r] = true
+		}
+		return nil
 	})
+	return err
+}
+
+// writeBatchResults reads the outcome of a batch's writes and its COMMIT, in queue order.
+func writeBatchResults(wr pgx.BatchResults, claims bool, ops []*eventstore.AppendOp, heads bool) error {
+	if claims {
+		if _, err := wr.Exec(); err != nil {
+			return err
+		}
+	}
+	for _, op := range ops {
+		if err := op.Check(wr.Exec()); err != nil {
+			return err
+		}
+	}
+	if heads {
+		if _, err := wr.Exec(); err != nil {
+			return err
+		}
+	}
+	_, err := wr.Exec()
+	return err
 }
 
 // isLockConflict tells a deadlock or serialization failure, after which the whole

@@ -25,7 +25,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := benchserve.Run(ctx, benchserve.Options{Projections: true, PprofAddr: *pprofAddr}, func(store *eventstore.Store) readapi.Meter {
-		return commands.Charger{Store: store, Clock: time.Now}
+		// Wired as kyapi serve wires it: charges share transactions (group commit).
+		return commands.Charger{Store: store, Clock: time.Now,
+			Group: commands.NewGroupCommitter(store, time.Now, commands.GroupCommitOptions{})}
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "metered:", err)

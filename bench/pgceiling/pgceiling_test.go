@@ -114,8 +114,8 @@ func BenchmarkPostgresInsertBatched50(b *testing.B) {
 	})
 }
 
-// BenchmarkChargeParallel meters place-detail requests through commands.Charger, one
-// transaction each, from 16 goroutines over 64 accounts: the append path of a metered
+// BenchmarkChargeParallel meters place-detail requests through commands.Charger with group
+// commit, as kyapi serve wires it, from 16 goroutines over 64 accounts: the append path of a metered
 // request without HTTP, the index or the read models.
 func BenchmarkChargeParallel(b *testing.B) {
 	pool := openPool(b)
@@ -147,7 +147,10 @@ func BenchmarkChargeParallel(b *testing.B) {
 		}
 		keys = append(keys, domain.HashKey(key))
 	}
-	charger := commands.Charger{Store: store, Clock: time.Now}
+	// Wired as kyapi serve wires it: concurrent charges share transactions (group commit).
+	group := commands.NewGroupCommitter(store, time.Now, commands.GroupCommitOptions{})
+	defer group.Close()
+	charger := commands.Charger{Store: store, Clock: time.Now, Group: group}
 	var seq atomic.Int64
 	parallel(b, 1, func(ctx context.Context) error {
 		n := seq.Add(1)

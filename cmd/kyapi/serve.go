@@ -107,8 +107,12 @@ func runServe(ctx context.Context, args []string) error {
 		return nil
 	}
 	if *withRead {
+		// Concurrent charges share transactions and commits (group commit); each still gets
+		// its own exact answer.
+		group := commands.NewGroupCommitter(store, clock, commands.GroupCommitOptions{})
+		defer group.Close()
 		read := &readapi.Server{
-			Charger:            commands.Charger{Store: store, Clock: clock},
+			Charger:            commands.Charger{Store: store, Clock: clock, Group: group},
 			Pool:               pool,
 			Index:              index,
 			Clock:              clock,
