@@ -83,6 +83,16 @@ func newLogger(level string) *logrus.Logger {
 	return log
 }
 
+// connect reads the configuration and opens the database on the current schema.
+func connect(ctx context.Context) (config, *pgxpool.Pool, error) {
+	cfg, err := loadConfig()
+	if err != nil {
+		return cfg, nil, err
+	}
+	pool, err := openDB(ctx, cfg)
+	return cfg, pool, err
+}
+
 // openDB connects and applies migrations, so every command runs on the current schema.
 func openDB(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)

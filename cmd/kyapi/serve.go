@@ -39,15 +39,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig()
+	cfg, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
 	log := newLogger(cfg.LogLevel)
-	pool, err := openDB(ctx, cfg)
-	if err != nil {
-		return err
-	}
 	defer pool.Close()
 	store := eventstore.New(pool)
 

@@ -21,11 +21,7 @@ func runImport(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: kyapi import FILE... (NDJSON, decisions §9; - reads standard input)")
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	pool, err := openDB(ctx, cfg)
+	_, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -59,11 +55,7 @@ func runRebuild(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	pool, err := openDB(ctx, cfg)
+	cfg, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -130,11 +122,7 @@ func finishBar(name string, n int, start time.Time) {
 
 // runAudit brings the shared read models up to the store head, then replays every account.
 func runAudit(ctx context.Context) error {
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	pool, err := openDB(ctx, cfg)
+	cfg, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -175,11 +163,7 @@ func runDemoData(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig()
-	if err != nil {
-		return err
-	}
-	pool, err := openDB(ctx, cfg)
+	cfg, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
