@@ -15,6 +15,7 @@ import (
 	"github.com/kyapi/kyapi/adminapi"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/httpx"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
@@ -156,15 +157,22 @@ func runServe(ctx context.Context, args []string) error {
 	return err
 }
 
+// Header limits: past headerLimit a request gets a 431 with the error body; past
+// headerHardCap net/http refuses it itself, before any handler runs.
+const (
+	headerLimit   = 16 << 10
+	headerHardCap = 64 << 10
+)
+
 // newHTTPServer sets every timeout, so a slow or idle client cannot hold a connection.
 func newHTTPServer(h http.Handler, log *logrus.Logger) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           httpx.LimitHeaders(headerLimit)(h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    headerHardCap,
 		ErrorLog:          nil,
 	}
 }

@@ -277,6 +277,29 @@ func (s *statusRecorder) Status() int {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
+// LimitHeaders refuses a request whose request line and headers exceed n bytes with a 431
+// and the error body. (net/http's own MaxHeaderBytes, set higher as the hard cap, answers
+// in plain text.)
+func LimitHeaders(n int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					size += len(k) + len(v) + 4
+				}
+			}
+			if size > n {
+				w.Header().Set("Connection", "close")
+				WriteError(w, http.StatusRequestHeaderFieldsTooLarge, CodeBadRequest,
+					fmt.Sprintf("request headers are larger than %d bytes", n))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
 // LimitBody caps request bodies at n bytes; reading past it gives *http.MaxBytesError,
 // which MapError turns into a 413.
 func LimitBody(n int64) func(http.Handler) http.Handler {
