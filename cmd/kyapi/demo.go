@@ -14,11 +14,11 @@ import (
 // loadDemoCatalog imports the demo catalog once: a database that already holds places is
 // left as it is, so restarting make run does not re-import 20,000 places.
 func loadDemoCatalog(ctx context.Context, store *eventstore.Store, places int) error {
-	var existing int64
-	if err := store.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE type = 'PlaceImported' LIMIT 1`).Scan(&existing); err != nil {
+	var loaded bool
+	if err := store.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE type = 'PlaceImported')`).Scan(&loaded); err != nil {
 		return err
 	}
-	if existing > 0 {
+	if loaded {
 		fmt.Println("catalog already loaded; skipping the demo catalog import")
 		return nil
 	}
