@@ -70,6 +70,28 @@ func TestTwoProcessesCharging200TimesAt5CreditsSpendExactly500(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
 	a, b := newStack(t, dbURL, clk), newStack(t, dbURL, clk)
+	accountID := race200ChargesOn500Credits(t, a, b)
+	var balance, deltas int64
+	var charges int
+	pool := a.accounts.Store.Pool
+	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT coalesce(sum((payload->>'credits_delta')::bigint), 0), count(*) FILTER (WHERE type = 'RequestCharged')
+		FROM events WHERE stream_id = $1`, domain.AccountStream(accountID)).Scan(&deltas, &charges); err != nil {
+		t.Fatal(err)
+	}
+	if balance != 0 || deltas != 0 || charges != 101 {
+		t.Fatalf("balance %d, sum of ledger deltas %d, charges %d; want 0, 0, 101 (with the spend-down)", balance, deltas, charges)
+	}
+}
+
+// race200ChargesOn500Credits spends an account down to 500 credits, then sends 200
+// concurrent 5-credit charges of distinct resources, alternating between the two stacks
+// (two processes), and checks that exactly 100 succeed and 100 are refused. It returns the
+// account for the caller's ledger checks.
+func race200ChargesOn500Credits(t *testing.T, a, b stack) string {
+	t.Helper()
 	accountID, key := fundedAccount(t, a, 500) // 1,000 credits
 	hash := domain.HashKey(key.APIKey)
 	rows := make([]string, 500)
@@ -106,19 +128,7 @@ func TestTwoProcessesCharging200TimesAt5CreditsSpendExactly500(t *testing.T) {
 	if ok.Load() != 100 || refused.Load() != 100 {
 		t.Fatalf("succeeded %d, refused %d; want 100 and 100", ok.Load(), refused.Load())
 	}
-	var balance, deltas int64
-	var charges int
-	pool := a.accounts.Store.Pool
-	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err != nil {
-		t.Fatal(err)
-	}
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum((payload->>'credits_delta')::bigint), 0), count(*) FILTER (WHERE type = 'RequestCharged')
-		FROM events WHERE stream_id = $1`, domain.AccountStream(accountID)).Scan(&deltas, &charges); err != nil {
-		t.Fatal(err)
-	}
-	if balance != 0 || deltas != 0 || charges != 101 {
-		t.Fatalf("balance %d, sum of ledger deltas %d, charges %d; want 0, 0, 101 (with the spend-down)", balance, deltas, charges)
-	}
+	return accountID
 }
 
 func TestSameResourceTheSameDayIsChargedOnceAndAgainAfterMidnight(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,42 +120,7 @@ func TestTwoGroupCommittersCharging200TimesAt5CreditsSpendExactly500(t *testing.
 	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
 	a, _ := withGroup(t, newStack(t, dbURL, clk), commands.GroupCommitOptions{})
 	b, _ := withGroup(t, newStack(t, dbURL, clk), commands.GroupCommitOptions{})
-	accountID, key := fundedAccount(t, a, 500) // 1,000 credits
-	hash := domain.HashKey(key.APIKey)
-	rows := make([]string, 500)
-	for i := range rows {
-		rows[i] = domain.PlaceResource(fmt.Sprint("p", i))
-	}
-	if res, err := a.charger.Charge(ctx, commands.ChargeRequest{KeyHash: hash, Operation: domain.OpPlaceList, Resources: rows}); err != nil || res.Balance != 500 {
-		t.Fatalf("spending down to 500: %+v %v", res.Balance, err)
-	}
-
-	var ok, refused atomic.Int64
-	var wg sync.WaitGroup
-	for i := 0; i < 200; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			s := a
-			if i%2 == 1 {
-				s = b
-			}
-			_, err := s.charger.Charge(ctx, commands.ChargeRequest{KeyHash: hash, RequestID: fmt.Sprint("r", i),
-				Operation: domain.OpEvents, Resources: []string{domain.EventsResource("berea", "2026-12-01", fmt.Sprintf("2026-12-%02d", i%28+1)) + fmt.Sprint("#", i)}})
-			switch {
-			case err == nil:
-				ok.Add(1)
-			case errors.Is(err, domain.ErrInsufficientCredits):
-				refused.Add(1)
-			default:
-				t.Error(err)
-			}
-		}(i)
-	}
-	wg.Wait()
-	if ok.Load() != 100 || refused.Load() != 100 {
-		t.Fatalf("succeeded %d, refused %d; want 100 and 100", ok.Load(), refused.Load())
-	}
+	accountID := race200ChargesOn500Credits(t, a, b)
 	l := ledgerOf(t, a, accountID)
 	var charges int
 	if err := a.accounts.Store.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_id = $1 AND type = 'RequestCharged'`,
