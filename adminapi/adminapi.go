@@ -3,14 +3,12 @@
 package adminapi
 
 import (
-	"context"
 	"crypto/subtle"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/gorilla/mux"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/commands"
@@ -29,15 +27,12 @@ const (
 type Server struct {
 	Accounts commands.Accounts
 	Import   commands.ImportCatalog
-	Pool     *pgxpool.Pool
+	Views    commands.Views
 	// Token is ADMIN_TOKEN; when empty every call is refused.
 	Token string
 	Log   *logrus.Logger
 	// Clock decides which grace keys have expired when an account is shown; time.Now when nil.
 	Clock func() time.Time
-	// WaitProjected, when set, waits until the projections have reached the store's head;
-	// it is called before any read model is read.
-	WaitProjected func(ctx context.Context) error
 }
 
 // Handler returns the admin API's routes, wrapped in request id, access log and auth.
@@ -56,6 +51,7 @@ func (s *Server) Handler() http.Handler {
 	route(http.MethodPost, "/admin/accounts/{accountId}/keys/{keyId}/revoke", s.revokeKey)
 	route(http.MethodPost, "/admin/accounts/{accountId}/purchases", s.purchase)
 	route(http.MethodPost, "/admin/bonus-grants", s.grantBonus)
+	route(http.MethodGet, "/admin/bonus-grants/{outageId}", s.bonusGrant)
 	route(http.MethodGet, "/admin/accounts/{accountId}/ledger", s.ledger)
 	route(http.MethodGet, "/admin/accounts/{accountId}/balance-at", s.balanceAt)
 	r.Handle("/admin/catalog/import", httpx.LimitBody(maxImportBody)(http.HandlerFunc(s.importCatalog))).Methods(http.MethodPost)

@@ -55,29 +55,14 @@ func newFixture(t *testing.T) *fixture {
 	s := &adminapi.Server{
 		Accounts: commands.Accounts{Store: store, Clock: clk.Now},
 		Import:   commands.ImportCatalog{Store: store, Clock: clk.Now},
-		Pool:     pool,
+		Views:    commands.Views{Pool: pool},
 		Token:    adminToken,
 		Log:      logger,
 		Clock:    clk.Now,
-		// Until the projection runner exists, the ledger projection is played by
-		// projectLedger below, which writes rm_ledger rows as the projection would.
-		WaitProjected: func(ctx context.Context) error { return projectLedger(ctx, pool) },
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return &fixture{t: t, pool: pool, clock: clk, srv: srv}
-}
-
-// projectLedger stands in for the rm_ledger projection: one row per account event, keyed by
-// (account, version), carrying the event's credits_delta and balance_after.
-func projectLedger(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, `
-		INSERT INTO rm_ledger (account_id, version, position, type, recorded_at, credits_delta, balance_after, payload)
-		SELECT substr(stream_id, length('account-') + 1), version, position, type, recorded_at,
-		       (payload->>'credits_delta')::bigint, (payload->>'balance_after')::bigint, payload
-		FROM events WHERE stream_id LIKE 'account-%'
-		ON CONFLICT DO NOTHING`)
-	return err
 }
 
 type response struct {
@@ -202,7 +187,7 @@ func TestEveryRouteRefusesAMissingOrWrongAdminToken(t *testing.T) {
 
 func TestAnEmptyConfiguredTokenRefusesEverything(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	s := &adminapi.Server{Accounts: commands.Accounts{Store: eventstore.New(pool), Clock: time.Now}, Pool: pool, Log: logrus.New()}
+	s := &adminapi.Server{Accounts: commands.Accounts{Store: eventstore.New(pool), Clock: time.Now}, Views: commands.Views{Pool: pool}, Log: logrus.New()}
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
 	f := &fixture{t: t, pool: pool, srv: srv}

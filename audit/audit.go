@@ -1,13 +1,26 @@
-// Package audit replays every account's stream from the event store, folds its balance,
-// and compares the result with the write model and the read models (balances, ledger).
+// Package audit replays the event store and checks it against itself, the write model and the
+// read models: every stream's hash chain, versions and times; every account's balance folded
+// event by event; and the account rows, balances and daily sums as of one snapshot.
+//
+// The audit streams: it keeps a running state per stream, never the events, so its memory
+// does not grow with history. Work is split between workers by stream (and long streams into
+// segments between stream marks, each checked from the event before it); every worker reads
+// the same exported snapshot, so a store under live traffic audits clean. Read models are
+// compared with the events up to their own checkpoint, read in that snapshot too: a projection
+// that lags is not a difference.
 package audit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,136 +29,451 @@ import (
 	"github.com/kyapi/kyapi/eventstore"
 )
 
+// Options choose what an audit covers and how it runs. The zero value audits everything.
+type Options struct {
+	// Out receives one "DIFF ..." line per difference, at the end, sorted.
+	Out io.Writer
+	// AccountID audits that account's stream only.
+	AccountID string
+	// FromPosition and ToPosition (inclusive; 0 = unbounded) audit only the events in that
+	// range: chains, versions, times and balance arithmetic, each stream starting from the
+	// event just before the range. Account rows and read models are compared only when the
+	// range is unbounded.
+	FromPosition, ToPosition int64
+	// Workers is the number of streams audited at once (default: the number of CPUs).
+	Workers int
+	// SegmentEvents is the size above which a stream is split into segments audited in
+	// parallel (default 250,000).
+	SegmentEvents int64
+	// Progress, when set, is called about twice a second and once at the end.
+	Progress func(Progress)
+}
+
+// Progress is how far an audit has got.
+type Progress struct {
+	Events  int64 // events checked so far
+	Total   int64 // events the audit will check
+	Elapsed time.Duration
+}
+
 // Report is the outcome of an audit.
 type Report struct {
 	Accounts    int
-	Events      int
+	Streams     int
+	Events      int64
 	Differences []string
 }
 
-// Run audits every account and writes each difference to w. The read models must have been
-// brought up to the store head first (projections.CatchUp). Everything is read from one
-// snapshot, so charges committed during the audit cannot show up as differences.
-func Run(ctx context.Context, db *pgxpool.Pool, w io.Writer) (Report, error) {
-	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+// checkpointed are the read models the audit compares, by projection name.
+const (
+	balancesProjection    = "balances"
+	accountDaysProjection = "account_days"
+)
+
+// auditor is one audit run: its scope, snapshot and results.
+type auditor struct {
+	opts        Options
+	snapshot    string
+	checkpoints map[string]eventstore.Position
+	whole       bool // every event of the streams in scope: heads and read models are compared
+
+	events atomic.Int64
+
+	mu       sync.Mutex
+	diffs    []string
+	segments map[int32]*segmented
+	accounts int
+}
+
+// Run audits the store in pool.
+func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.NumCPU()
+	}
+	if opts.SegmentEvents <= 0 {
+		opts.SegmentEvents = 250_000
+	}
+	if opts.ToPosition == 0 {
+		opts.ToPosition = 1<<63 - 1
+	}
+	a := &auditor{opts: opts, segments: map[int32]*segmented{},
+		whole: opts.FromPosition == 0 && opts.ToPosition == 1<<63-1}
+
+	// One snapshot for the whole audit: exported by this transaction, imported by every worker.
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return Report{}, err
 	}
-	defer tx.Rollback(ctx)
-	return run(ctx, tx, w)
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return Report{}, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := tx.QueryRow(ctx, `SELECT pg_export_snapshot()`).Scan(&a.snapshot); err != nil {
+		return Report{}, err
+	}
+	if a.checkpoints, err = readCheckpoints(ctx, tx); err != nil {
+		return Report{}, err
+	}
+	streams, err := readStreams(ctx, tx, opts.AccountID)
+	if err != nil {
+		return Report{}, err
+	}
+	if opts.AccountID != "" && len(streams) == 0 {
+		return Report{}, domain.ErrAccountNotFound
+	}
+	units, total, err := a.plan(ctx, tx, streams)
+	if err != nil {
+		return Report{}, err
+	}
+
+	start := time.Now()
+	stopProgress := a.reportProgress(total, start)
+	work := make(chan unit)
+	errc := make(chan error, opts.Workers)
+	var wg sync.WaitGroup
+	for range opts.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.worker(ctx, pool, work); err != nil {
+				errc <- err
+			}
+		}()
+	}
+	var sendErr error
+	for _, u := range units {
+		select {
+		case work <- u:
+		case err := <-errc:
+			sendErr = err
+		}
+		if sendErr != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	stopProgress()
+	close(errc)
+	if sendErr == nil {
+		sendErr = <-errc
+	}
+	if sendErr != nil {
+		return Report{}, sendErr
+	}
+	if a.whole && opts.AccountID == "" {
+		if err := a.orphans(ctx, tx); err != nil {
+			return Report{}, err
+		}
+	}
+
+	sort.Strings(a.diffs)
+	if opts.Out != nil {
+		for _, d := range a.diffs {
+			fmt.Fprintln(opts.Out, "DIFF", d)
+		}
+	}
+	return Report{Accounts: a.accounts, Streams: len(streams), Events: a.events.Load(), Differences: a.diffs}, nil
 }
 
-func run(ctx context.Context, pool pgx.Tx, w io.Writer) (Report, error) {
-	var r Report
-	rows, err := pool.Query(ctx, `SELECT account_id, balance FROM accounts ORDER BY account_id`)
-	if err != nil {
-		return r, err
-	}
-	type head struct {
-		id      string
-		balance int64
-	}
-	heads, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (head, error) {
-		var h head
-		return h, row.Scan(&h.id, &h.balance)
-	})
-	if err != nil {
-		return r, err
-	}
-	differ := func(format string, args ...any) {
-		d := fmt.Sprintf(format, args...)
-		r.Differences = append(r.Differences, d)
-		fmt.Fprintln(w, "DIFF", d)
-	}
-	for _, h := range heads {
-		r.Accounts++
-		events, err := eventstore.ReadStream(ctx, pool, domain.AccountStream(h.id), 0)
-		if err != nil {
-			return r, err
-		}
-		r.Events += len(events)
-		ledger, err := loadLedger(ctx, pool, h.id)
-		if err != nil {
-			return r, err
-		}
-		var balance int64
-		for i, e := range events {
-			var l domain.Ledger
-			if err := json.Unmarshal(e.Payload, &l); err != nil {
-				return r, fmt.Errorf("account %s v%d: %w", h.id, e.Version, err)
-			}
-			if e.Version != int64(i+1) {
-				differ("account %s: stream version %d at index %d", h.id, e.Version, i)
-			}
-			balance += l.CreditsDelta
-			if l.BalanceAfter != balance {
-				differ("account %s v%d %s: balance_after %d, folded balance %d", h.id, e.Version, e.Type, l.BalanceAfter, balance)
-				balance = l.BalanceAfter
-			}
-			if balance < 0 {
-				differ("account %s v%d: balance below zero (%d)", h.id, e.Version, balance)
-			}
-			row, ok := ledger[e.Version]
-			switch {
-			case !ok:
-				differ("account %s v%d %s: missing from the ledger read model", h.id, e.Version, e.Type)
-			case row != ledgerRow{e.Type, l.CreditsDelta, l.BalanceAfter, e.Position}:
-				differ("account %s v%d: ledger read model has %+v, store has %+v", h.id, e.Version, row, ledgerRow{e.Type, l.CreditsDelta, l.BalanceAfter, e.Position})
-			}
-			delete(ledger, e.Version)
-		}
-		for v := range ledger {
-			differ("account %s v%d: in the ledger read model but not in the store", h.id, v)
-		}
-		if h.balance != balance {
-			differ("account %s: write-model balance %d, replayed balance %d", h.id, h.balance, balance)
-		}
-		var projected int64
-		err = pool.QueryRow(ctx, `SELECT balance FROM rm_balances WHERE account_id = $1`, h.id).Scan(&projected)
-		switch {
-		case err == pgx.ErrNoRows:
-			differ("account %s: missing from the balances read model", h.id)
-		case err != nil:
-			return r, err
-		case projected != balance:
-			differ("account %s: balances read model %d, replayed balance %d", h.id, projected, balance)
-		}
-	}
-	var orphans []string
-	rows, err = pool.Query(ctx, `SELECT account_id FROM rm_balances EXCEPT SELECT account_id FROM accounts`)
-	if err != nil {
-		return r, err
-	}
-	if orphans, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return r, err
-	}
-	if len(orphans) > 0 {
-		differ("balances read model has unknown accounts: %s", strings.Join(orphans, ", "))
-	}
-	return r, nil
+func (a *auditor) differ(format string, args ...any) {
+	a.mu.Lock()
+	a.diffs = append(a.diffs, fmt.Sprintf(format, args...))
+	a.mu.Unlock()
 }
 
-type ledgerRow struct {
-	Type         string
-	CreditsDelta int64
-	BalanceAfter int64
-	Position     int64
+func (a *auditor) reportProgress(total int64, start time.Time) (stop func()) {
+	if a.opts.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				a.opts.Progress(Progress{Events: a.events.Load(), Total: total, Elapsed: time.Since(start)})
+			case <-done:
+				a.opts.Progress(Progress{Events: a.events.Load(), Total: total, Elapsed: time.Since(start)})
+				return
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
-func loadLedger(ctx context.Context, pool pgx.Tx, accountID string) (map[int64]ledgerRow, error) {
-	rows, err := pool.Query(ctx, `SELECT version, type, credits_delta, balance_after, position FROM rm_ledger WHERE account_id = $1`, accountID)
+func readCheckpoints(ctx context.Context, tx pgx.Tx) (map[string]eventstore.Position, error) {
+	rows, err := tx.Query(ctx, `SELECT name, transaction_id::text, position FROM projection_checkpoints`)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := map[int64]ledgerRow{}
-	for rows.Next() {
-		var v int64
-		var l ledgerRow
-		if err := rows.Scan(&v, &l.Type, &l.CreditsDelta, &l.BalanceAfter, &l.Position); err != nil {
-			return nil, err
-		}
-		out[v] = l
+	out := map[string]eventstore.Position{}
+	var name, txText string
+	var pos int64
+	_, err = pgx.ForEachRow(rows, []any{&name, &txText, &pos}, func() error {
+		txid, err := strconv.ParseUint(txText, 10, 64)
+		out[name] = eventstore.Position{TxID: txid, Pos: pos}
+		return err
+	})
+	return out, err
+}
+
+// streamInfo is a stream in scope and its head as the snapshot shows it.
+type streamInfo struct {
+	head    eventstore.Head
+	account string // the account of an account stream, else ""
+}
+
+func readStreams(ctx context.Context, tx pgx.Tx, accountID string) ([]streamInfo, error) {
+	sql := `SELECT stream_no, stream_id, version, head_hash, head_at FROM streams`
+	var args []any
+	if accountID != "" {
+		sql += ` WHERE stream_id = $1`
+		args = append(args, domain.AccountStream(accountID))
 	}
-	return out, rows.Err()
+	heads, err := eventstore.ScanHeads(tx.Query(ctx, sql+` ORDER BY stream_no`, args...))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]streamInfo, 0, len(heads))
+	for _, h := range heads {
+		out = append(out, streamInfo{head: *h, account: domain.AccountOfStream(h.ID)})
+	}
+	slices.SortFunc(out, func(x, y streamInfo) int { return int(x.head.No - y.head.No) })
+	return out, nil
+}
+
+// unit is one piece of work: whole streams (a run of small ones), or one segment of a long
+// stream, between two positions.
+type unit struct {
+	streams  []streamInfo
+	from, to int64 // positions, inclusive
+	segment  *segment
+}
+
+type segment struct {
+	stream streamInfo
+	index  int // 0 for the first
+	last   bool
+}
+
+// segmented collects the segments of a long stream until all are in.
+type segmented struct {
+	parts   []*streamState
+	pending int
+}
+
+// plan splits the streams into units of about SegmentEvents events.
+func (a *auditor) plan(ctx context.Context, tx pgx.Tx, streams []streamInfo) ([]unit, int64, error) {
+	var units []unit
+	var total int64
+	var cur unit
+	var curEvents int64
+	flush := func() {
+		if len(cur.streams) > 0 {
+			units = append(units, cur)
+		}
+		cur, curEvents = unit{from: a.opts.FromPosition, to: a.opts.ToPosition}, 0
+	}
+	flush()
+	for _, s := range streams {
+		n := s.head.Version
+		total += n
+		if n <= a.opts.SegmentEvents {
+			if curEvents+n > a.opts.SegmentEvents {
+				flush()
+			}
+			cur.streams = append(cur.streams, s)
+			curEvents += n
+			continue
+		}
+		flush()
+		bounds, err := segmentBounds(ctx, tx, s.head.No, a.opts.SegmentEvents)
+		if err != nil {
+			return nil, 0, err
+		}
+		lo := a.opts.FromPosition
+		var segs []unit
+		for _, cut := range bounds {
+			if cut <= lo || cut > a.opts.ToPosition {
+				continue
+			}
+			segs = append(segs, unit{streams: []streamInfo{s}, from: lo, to: cut - 1})
+			lo = cut
+		}
+		segs = append(segs, unit{streams: []streamInfo{s}, from: lo, to: a.opts.ToPosition})
+		for i := range segs {
+			segs[i].segment = &segment{stream: s, index: i, last: i == len(segs)-1}
+		}
+		a.segments[s.head.No] = &segmented{parts: make([]*streamState, len(segs)), pending: len(segs)}
+		units = append(units, segs...)
+	}
+	flush()
+	return units, total, nil
+}
+
+// segmentBounds returns positions that cut a stream into segments of about size events: the
+// positions of some of its stream marks.
+func segmentBounds(ctx context.Context, tx pgx.Tx, streamNo int32, size int64) ([]int64, error) {
+	every := max(size/256, 1) * 256
+	rows, err := tx.Query(ctx, `SELECT position FROM stream_marks WHERE stream_no = $1 AND version % $2 = 0 ORDER BY version`, streamNo, every)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+// worker audits units in a transaction on the audit's snapshot.
+func (a *auditor) worker(ctx context.Context, pool *pgxpool.Pool, work <-chan unit) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+a.snapshot+`'`); err != nil {
+		return fmt.Errorf("audit: import snapshot: %w", err)
+	}
+	for u := range work {
+		if err := a.audit(ctx, tx, u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// audit checks one unit's events and, for whole streams, finishes them.
+func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
+	states := make(map[int32]*streamState, len(u.streams))
+	for _, s := range u.streams {
+		st := a.newState(s)
+		if u.from > 0 {
+			if err := st.startAfter(ctx, tx, u.from); err != nil {
+				return err
+			}
+		}
+		states[s.head.No] = st
+	}
+	rows, err := tx.Query(ctx, `SELECT position, transaction_id::text, stream_no, version, type, payload::text, metadata::text, recorded_at, hash
+		FROM events WHERE stream_no BETWEEN $1 AND $2 AND position BETWEEN $3 AND $4
+		ORDER BY stream_no, position`, u.streams[0].head.No, u.streams[len(u.streams)-1].head.No, u.from, u.to)
+	if err != nil {
+		return err
+	}
+	var (
+		e             eventstore.Event
+		txText        string
+		no            int32
+		payload, meta string
+		hash          []byte
+		n             int64
+	)
+	// Rows are streamed: one is held at a time, whatever the number of events.
+	_, err = pgx.ForEachRow(rows, []any{&e.Position, &txText, &no, &e.Version, &e.Type, &payload, &meta, &e.RecordedAt, &hash}, func() error {
+		st := states[no]
+		if st == nil {
+			return nil // a stream outside the scope (an account audit's neighbours)
+		}
+		txid, err := strconv.ParseUint(txText, 10, 64)
+		if err != nil {
+			return err
+		}
+		e.TxID, e.StreamID, e.Payload, e.RawMetadata = txid, st.info.head.ID, []byte(payload), []byte(meta)
+		e.RecordedAt = e.RecordedAt.UTC()
+		copy(e.Hash[:], hash)
+		st.add(e)
+		n++
+		if n%1024 == 0 {
+			a.events.Add(1024)
+		}
+		return nil
+	})
+	a.events.Add(n % 1024)
+	if err != nil {
+		return err
+	}
+	if u.segment != nil {
+		return a.segmentDone(ctx, tx, u.segment, states[u.segment.stream.head.No])
+	}
+	return a.finish(ctx, tx, u.streams, states)
+}
+
+// segmentDone files a segment's state; the last one in merges them and finishes the stream.
+func (a *auditor) segmentDone(ctx context.Context, tx pgx.Tx, s *segment, st *streamState) error {
+	a.mu.Lock()
+	seg := a.segments[s.stream.head.No]
+	seg.parts[s.index] = st
+	seg.pending--
+	complete := seg.pending == 0
+	a.mu.Unlock()
+	if !complete {
+		return nil
+	}
+	merged := seg.parts[0]
+	for _, p := range seg.parts[1:] {
+		merged.merge(p)
+	}
+	return a.finish(ctx, tx, []streamInfo{s.stream}, map[int32]*streamState{s.stream.head.No: merged})
+}
+
+// finish reports the differences found in whole streams and compares them with their heads,
+// account rows and read models.
+func (a *auditor) finish(ctx context.Context, tx pgx.Tx, streams []streamInfo, states map[int32]*streamState) error {
+	var accountIDs []string
+	for _, s := range streams {
+		st := states[s.head.No]
+		for _, d := range st.diffs {
+			a.differ("%s", d)
+		}
+		if !a.whole {
+			continue
+		}
+		h := s.head
+		if st.version != h.Version || st.hash != h.Hash || (h.Version > 0 && !st.at.Equal(h.At)) {
+			a.differ("stream %s: head says version %d (hash %x, time %s) but its events end at version %d (hash %x, time %s)",
+				h.ID, h.Version, h.Hash[:6], h.At.Format(time.RFC3339Nano), st.version, st.hash[:6], st.at.Format(time.RFC3339Nano))
+		}
+		if s.account != "" {
+			accountIDs = append(accountIDs, s.account)
+		}
+	}
+	if len(accountIDs) == 0 {
+		return nil
+	}
+	rows, err := loadAccountRows(ctx, tx, accountIDs)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.accounts += len(accountIDs)
+	a.mu.Unlock()
+	for _, s := range streams {
+		if s.account != "" {
+			a.compareAccount(states[s.head.No], rows[s.account])
+		}
+	}
+	return nil
+}
+
+// orphans reports read-model rows of accounts that do not exist.
+func (a *auditor) orphans(ctx context.Context, tx pgx.Tx) error {
+	rows, err := tx.Query(ctx, `SELECT account_id FROM rm_balances EXCEPT SELECT account_id FROM accounts
+		UNION SELECT account_id FROM rm_account_days EXCEPT SELECT account_id FROM accounts ORDER BY 1`)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	for _, id := range ids {
+		a.differ("account %s: in the read models but not in the write model", id)
+	}
+	return err
 }

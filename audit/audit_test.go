@@ -3,10 +3,15 @@ package audit_test
 import (
 	"context"
 	"fmt"
-	"io"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
@@ -16,90 +21,324 @@ import (
 	"github.com/kyapi/kyapi/projections"
 )
 
-func TestAuditFindsNothingOnAConsistentDatabaseAndEveryAlteredReadModelRow(t *testing.T) {
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
+var ctx = context.Background()
+
+var noon = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// world is an account with some history, its meter and the database.
+type world struct {
+	pool     *pgxpool.Pool
+	accounts commands.Accounts
+	meter    *commands.Meter
+	account  string
+	caller   commands.Caller
+}
+
+func newWorld(t *testing.T, pool *pgxpool.Pool, charges int) world {
+	t.Helper()
 	store := eventstore.New(pool)
-	now := func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
-	acc := commands.Accounts{Store: store, Clock: now}
-	ch := commands.Charger{Store: store, Clock: now}
-	id, err := acc.OpenAccount(ctx, "Audit Co", "audit@test.example", eventstore.Metadata{})
-	if err != nil {
+	now := func() time.Time { return noon }
+	w := world{pool: pool, accounts: commands.Accounts{Store: store, Clock: now}, meter: commands.NewMeter(store, now, commands.MeterOptions{})}
+	t.Cleanup(w.meter.Close)
+	var err error
+	if w.account, err = w.accounts.OpenAccount(ctx, "Audit Co", "audit@test.example", eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := acc.IssueKey(ctx, id, eventstore.Metadata{})
-	if _, err := acc.Purchase(ctx, id, 500, "p1", eventstore.Metadata{}); err != nil {
+	key, _ := w.accounts.IssueKey(ctx, w.account, eventstore.Metadata{})
+	if _, err := w.accounts.Purchase(ctx, w.account, 500, "pay-"+w.account, eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 30; i++ {
-		if _, err := ch.Charge(ctx, commands.ChargeRequest{KeyHash: domain.HashKey(key.APIKey), Operation: domain.OpPlaceDetail,
-			Resources: []string{domain.PlaceResource(fmt.Sprint("p", i%11))}}); err != nil {
+	if w.caller, err = w.meter.Authenticate(ctx, domain.HashKey(key.APIKey)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < charges; i++ {
+		w.charge(t, fmt.Sprint("p", i%11))
+	}
+	return w
+}
+
+func (w world) charge(t testing.TB, place string) {
+	t.Helper()
+	if _, err := w.meter.Charge(ctx, commands.ChargeRequest{Caller: w.caller, Operation: domain.OpPlaceDetail,
+		Resources: []string{domain.PlaceResource(place)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// catchUp brings the shared read models up to the store head.
+func catchUp(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, a := range projections.SQLAppliers("https://api.test") {
+		p := projections.SQL{Pool: pool, Applier: a}
+		for deadline := time.Now().Add(time.Minute); ; {
+			if _, err := projections.CatchUp(ctx, pool, p, 1000, nil); err != nil {
+				t.Fatal(err)
+			}
+			cp, _ := p.Checkpoint(ctx)
+			head, _ := eventstore.GlobalHead(ctx, pool)
+			if !cp.Less(head) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // another transaction on the cluster holds back xmin
+		}
+	}
+}
+
+func rebuild(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, a := range projections.SQLAppliers("https://api.test") {
+		if err := (projections.SQL{Pool: pool, Applier: a}).Reset(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	catchUp := func() {
-		for _, a := range projections.SQLAppliers("https://api.test") {
-			p := projections.SQL{Pool: pool, Applier: a}
-			for deadline := time.Now().Add(time.Minute); ; {
-				if _, err := projections.CatchUp(ctx, pool, p, 1000, nil); err != nil {
-					t.Fatal(err)
-				}
-				cp, _ := p.Checkpoint(ctx)
-				head, _ := eventstore.Head(ctx, pool)
-				if !cp.Less(head) || time.Now().After(deadline) {
-					break
-				}
-				time.Sleep(5 * time.Millisecond) // another transaction on the cluster holds back xmin
-			}
-		}
-	}
-	catchUp()
-	rep, err := audit.Run(ctx, pool, io.Discard)
+	catchUp(t, pool)
+}
+
+func run(t testing.TB, pool *pgxpool.Pool, opts audit.Options) (audit.Report, string) {
+	t.Helper()
+	var out strings.Builder
+	opts.Out = &out
+	rep, err := audit.Run(ctx, pool, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Differences) != 0 || rep.Accounts != 1 || rep.Events != 33 {
-		t.Fatalf("consistent database: %+v", rep)
-	}
+	return rep, out.String()
+}
 
+// tamper runs SQL behind the application's back.
+func tamper(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	if _, err := pool.Exec(ctx, sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAuditFindsNothingOnAConsistentDatabaseAndEveryAlteredRow(t *testing.T) {
 	alterations := []struct{ name, sql, want string }{
-		{"balance", `UPDATE rm_balances SET balance = balance + 1`, "balances read model"},
-		{"ledger delta", `UPDATE rm_ledger SET credits_delta = -2 WHERE version = 5`, "ledger read model"},
-		{"ledger row deleted", `DELETE FROM rm_ledger WHERE version = 7`, "missing from the ledger"},
+		{"balance", `UPDATE rm_balances SET balance = balance + 1`, "balances read model has balance"},
+		{"totals", `UPDATE rm_balances SET requests_charged = requests_charged + 1`, "balances read model totals"},
+		{"daily credits", `UPDATE rm_account_days SET credits = credits + 2 WHERE kind = 'places.detail'`, `kind "places.detail": daily read model has`},
+		{"daily row deleted", `DELETE FROM rm_account_days WHERE kind = 'purchase'`, `kind "purchase": missing from the daily read model`},
+		{"write-model balance", `UPDATE accounts SET balance = balance - 1`, "write-model balance"},
+		{"write-model totals", `UPDATE accounts SET charged_credits = charged_credits + 5`, "write-model totals"},
 	}
 	for _, a := range alterations {
 		t.Run(a.name, func(t *testing.T) {
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
+			pool := pgtest.NewPool(t)
+			w := newWorld(t, pool, 30)
+			catchUp(t, pool)
+			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 || rep.Accounts != 1 || rep.Events != 33 {
+				t.Fatalf("consistent database: %+v\n%s", rep, out)
 			}
-			defer tx.Rollback(ctx)
-			if _, err := tx.Exec(ctx, a.sql); err != nil {
-				t.Fatal(err)
+			tamper(t, pool, a.sql)
+			rep, out := run(t, pool, audit.Options{})
+			if len(rep.Differences) == 0 || !strings.Contains(out, a.want) || !strings.Contains(out, w.account) {
+				t.Fatalf("altered %s: %s", a.name, out)
 			}
-			var out strings.Builder
-			// Audit inside a transaction we roll back, so each alteration is seen alone.
-			if err := tx.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
-			rep, err := audit.Run(ctx, pool, &out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rep.Differences) == 0 || !strings.Contains(out.String(), a.want) {
-				t.Fatalf("altered %s: differences %v", a.name, rep.Differences)
-			}
-			// Put the read models back as a rebuild would.
-			for _, ap := range projections.SQLAppliers("https://api.test") {
-				p := projections.SQL{Pool: pool, Applier: ap}
-				if err := p.Reset(ctx); err != nil {
-					t.Fatal(err)
+			if !strings.HasPrefix(a.name, "write-model") {
+				rebuild(t, pool)
+				if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+					t.Fatalf("after a rebuild: %s", out)
 				}
 			}
-			catchUp()
-			if rep, _ := audit.Run(ctx, pool, io.Discard); len(rep.Differences) != 0 {
-				t.Fatalf("after rebuild: %v", rep.Differences)
+		})
+	}
+}
+
+// Tampering with the events themselves is named by stream, version and position.
+func TestAuditNamesEditedMissingAndReorderedEvents(t *testing.T) {
+	cases := []struct {
+		name string
+		sql  string
+		want []string
+	}{
+		{"a payload edited so that the balances still add up",
+			`UPDATE events SET payload = replace(payload::text, 'place:p4', 'place:p5')::json WHERE version = 8 AND stream_no = $1`,
+			[]string{"v8", "edited"}},
+		{"an event in the middle deleted",
+			`DELETE FROM events WHERE version = 10 AND stream_no = $1`,
+			[]string{"missing: versions 10 to 10"}},
+		{"the newest event deleted, its head left alone",
+			`DELETE FROM events WHERE version = 33 AND stream_no = $1`,
+			[]string{"head says version 33", "write-model totals"}},
+		{"a time moved back",
+			`UPDATE events SET recorded_at = recorded_at - interval '1 hour' WHERE version = 12 AND stream_no = $1`,
+			[]string{"v12", "recorded_at"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.NewPool(t)
+			w := newWorld(t, pool, 30)
+			catchUp(t, pool)
+			tamper(t, pool, c.sql, w.caller.StreamNo)
+			rep, out := run(t, pool, audit.Options{})
+			if len(rep.Differences) == 0 {
+				t.Fatal("the tampered store audits clean")
+			}
+			for _, want := range c.want {
+				if !strings.Contains(out, want) {
+					t.Errorf("audit output does not say %q:\n%s", want, out)
+				}
 			}
 		})
+	}
+}
+
+// Issue: audits under live traffic reported charges that landed between catching up and
+// reading the read models. Now every audit reads one snapshot and compares read models as of
+// their checkpoints: two processes charge and project all along, and every audit is clean.
+func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	pools := make([]*pgxpool.Pool, 2)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		pools[i] = p
+	}
+	worlds := []world{newWorld(t, pools[0], 0)}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, p := range pools {
+		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, "https://api.test"), Poll: 5 * time.Millisecond}
+		if err := runner.Start(runCtx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = runner.Close() })
+	}
+	// Each process charges its own way through the places: paid, then deduplicated.
+	var wg sync.WaitGroup
+	var charged atomic.Int64
+	for i, p := range pools {
+		store := eventstore.New(p)
+		meter := commands.NewMeter(store, func() time.Time { return noon }, commands.MeterOptions{})
+		t.Cleanup(meter.Close)
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; runCtx.Err() == nil; n++ {
+					_, err := meter.Charge(ctx, commands.ChargeRequest{Caller: worlds[0].caller, Operation: domain.OpPlaceDetail,
+						Resources: []string{domain.PlaceResource(fmt.Sprintf("%d-%d-%d", i, g, n%300))}})
+					if err != nil && runCtx.Err() == nil {
+						t.Error(err)
+						return
+					}
+					charged.Add(1)
+				}
+			}()
+		}
+	}
+	for i := 0; i < 5; i++ {
+		for start := charged.Load(); charged.Load() < start+50; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) != 0 {
+			t.Fatalf("audit %d under load:\n%s", i+1, out)
+		}
+	}
+	stop()
+	wg.Wait()
+	tamper(t, pools[0], `UPDATE rm_balances SET balance = balance + 7`)
+	if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) == 0 || !strings.Contains(out, "balances read model has balance") {
+		t.Fatalf("a corrupted read-model row after the load: %s", out)
+	}
+}
+
+// A long stream audited in segments, in parallel, must give the same answer as one pass, and
+// an account or position range can be audited alone.
+func TestSegmentedAccountAndRangeAuditsAgreeWithAWholeAudit(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 1200) // marks every 256 events: five segments of 256
+	other := newWorld(t, pool, 40)
+	catchUp(t, pool)
+	whole, out := run(t, pool, audit.Options{})
+	if len(whole.Differences) != 0 {
+		t.Fatal(out)
+	}
+	seg, out := run(t, pool, audit.Options{SegmentEvents: 256, Workers: 3})
+	if len(seg.Differences) != 0 || seg.Events != whole.Events || seg.Accounts != 2 {
+		t.Fatalf("segmented audit %+v, whole %+v:\n%s", seg, whole, out)
+	}
+	one, out := run(t, pool, audit.Options{AccountID: other.account})
+	if len(one.Differences) != 0 || one.Accounts != 1 || one.Events != 43 {
+		t.Fatalf("one account: %+v\n%s", one, out)
+	}
+	var mid int64
+	if err := pool.QueryRow(ctx, `SELECT position FROM events WHERE stream_no = $1 AND version = 600`, w.caller.StreamNo).Scan(&mid); err != nil {
+		t.Fatal(err)
+	}
+	part, out := run(t, pool, audit.Options{FromPosition: mid, SegmentEvents: 256})
+	if len(part.Differences) != 0 || part.Events != whole.Events-(mid-1) {
+		t.Fatalf("from position %d: %+v (whole %d events)\n%s", mid, part, whole.Events, out)
+	}
+	// An edit inside the range is found by a range audit and a segmented one alike.
+	tamper(t, pool, `UPDATE events SET payload = replace(payload::text, '"k":1', '"k":2')::json WHERE stream_no = $1 AND version = 900`, w.caller.StreamNo)
+	for _, opts := range []audit.Options{{FromPosition: mid}, {SegmentEvents: 256, Workers: 2}} {
+		if rep, out := run(t, pool, opts); len(rep.Differences) != 1 || !strings.Contains(out, "v900") {
+			t.Fatalf("%+v: %s", opts, out)
+		}
+	}
+}
+
+// The audit streams: its memory does not grow with the store. Auditing a store whose events
+// take several times the bound in memory stays under it.
+func TestAnAuditOfAStoreLargerThanItsMemoryBoundStaysUnderIt(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 0)
+	// 120,000 events with ~1 KiB payloads: ~120 MB were they held at once.
+	padding := strings.Repeat("x", 1000)
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		heads, err := eventstore.HeadsByNo(ctx, tx, w.caller.StreamNo)
+		if err != nil {
+			return err
+		}
+		for chunk := 0; chunk < 60; chunk++ {
+			var b eventstore.Batch
+			for i := 0; i < 2000; i++ {
+				h := heads[w.caller.StreamNo]
+				if _, err := b.Add(h, noon, eventstore.NewEvent{Type: "Note", Payload: map[string]any{"credits_delta": 0, "balance_after": 1000, "pad": padding}}); err != nil {
+					return err
+				}
+			}
+			if err := eventstore.Write(ctx, tx, &b); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `SELECT 1`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 40 << 20
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		var m runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	rep, out := run(t, pool, audit.Options{Workers: 2, SegmentEvents: 50_000})
+	close(done)
+	if rep.Events < 120_000 || len(rep.Differences) != 0 {
+		t.Fatalf("audit %+v:\n%s", rep, out)
+	}
+	if grew := int64(peak.Load()) - int64(base.HeapInuse); grew > bound {
+		t.Fatalf("the audit's heap grew by %d MB auditing %d events; want under %d MB", grew>>20, rep.Events, bound>>20)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/mail"
 	"strings"
@@ -23,6 +22,19 @@ type Accounts struct {
 	Clock func() time.Time
 	// Rand feeds key and id generation; crypto/rand when nil.
 	Rand io.Reader
+	// GrantProgress, when set, hears of every chunk of a bonus grant (for the log).
+	GrantProgress func(BonusGrant)
+	// KeysChanged, when set, hears of every account whose keys a command changed, once the
+	// change has committed: this process's KeyCache forgets them before the call returns
+	// (other processes hear of it through KeysChangedChannel).
+	KeysChanged func(accountID string)
+}
+
+func (h Accounts) keysChanged(accountID string, err error) error {
+	if err == nil && h.KeysChanged != nil {
+		h.KeysChanged(accountID)
+	}
+	return err
 }
 
 func (h Accounts) now() time.Time { return h.Clock().UTC() }
@@ -39,29 +51,59 @@ func (h Accounts) newID(prefix string) (string, error) {
 	return prefix + hex.EncodeToString(b), nil
 }
 
-// account is the locked head of an account: its balance and stream version.
+// account is a locked account row with its stream head, read after the lock.
 type account struct {
 	id      string
 	balance int64
-	version int64
+	head    *eventstore.Head
 }
 
+// lockAccount locks an account's row, then reads its stream head: every appender to an account
+// stream holds this lock, so the head read after it is the one the last appender left.
 func lockAccount(ctx context.Context, tx pgx.Tx, id string) (account, error) {
 	a := account{id: id}
-	err := tx.QueryRow(ctx, `SELECT balance, version FROM accounts WHERE account_id = $1 FOR UPDATE`, id).Scan(&a.balance, &a.version)
+	var no int32
+	err := tx.QueryRow(ctx, `SELECT stream_no, balance FROM accounts WHERE account_id = $1 FOR UPDATE`, id).Scan(&no, &a.balance)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, domain.ErrAccountNotFound
 	}
-	return a, err
+	if err != nil {
+		return a, err
+	}
+	heads, err := eventstore.HeadsByNo(ctx, tx, no)
+	if err != nil {
+		return a, err
+	}
+	a.head = heads[no]
+	return a, nil
 }
 
-// appendToAccount appends account events and moves the head to the new version and balance.
-func (h Accounts) appendToAccount(ctx context.Context, tx pgx.Tx, a account, balance int64, at time.Time, events ...eventstore.NewEvent) error {
-	v, err := h.Store.Append(ctx, tx, domain.AccountStream(a.id), a.version, at, events...)
-	if err != nil {
+// totals are the changes of an account's running totals that its events make.
+type totals struct {
+	purchased, bonus, charged, requestsCharged, requestsDeduplicated int64
+}
+
+// appendToAccount appends account events and moves the account's balance and totals with them.
+func appendToAccount(ctx context.Context, tx pgx.Tx, a account, at time.Time, balance int64, t totals, events ...eventstore.NewEvent) error {
+	if _, err := eventstore.Append(ctx, tx, a.head, at, events...); err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE accounts SET version = $2, balance = $3 WHERE account_id = $1`, a.id, v, balance)
+	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = $2,
+			purchased_credits = purchased_credits + $3, bonus_credits = bonus_credits + $4,
+			charged_credits = charged_credits + $5, requests_charged = requests_charged + $6,
+			requests_deduplicated = requests_deduplicated + $7
+		WHERE account_id = $1`, a.id, balance, t.purchased, t.bonus, t.charged, t.requestsCharged, t.requestsDeduplicated)
+	return err
+}
+
+// KeysChangedChannel is the PostgreSQL notification channel on which a command announces that
+// an account's keys (or anything authentication caches of the account) changed; the payload is
+// the account id. Every serving process listens (KeyCache.Listen) and forgets what it cached.
+const KeysChangedChannel = "kyapi_accounts"
+
+// announceKeysChanged queues the notification; PostgreSQL delivers it when tx commits.
+func announceKeysChanged(ctx context.Context, tx pgx.Tx, accountID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, KeysChangedChannel, accountID)
 	return err
 }
 
@@ -80,11 +122,17 @@ func (h Accounts) OpenAccount(ctx context.Context, name, email string, meta even
 	}
 	now := h.now()
 	err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO accounts (account_id, name, email, balance, version, opened_at) VALUES ($1, $2, $3, 0, 0, $4)`,
-			id, name, email, now); err != nil {
+		stream := domain.AccountStream(id)
+		heads, err := eventstore.OpenHeads(ctx, tx, true, stream)
+		if err != nil {
 			return err
 		}
-		return h.appendToAccount(ctx, tx, account{id: id}, 0, now, eventstore.NewEvent{
+		a := account{id: id, head: heads[stream]}
+		if _, err := tx.Exec(ctx, `INSERT INTO accounts (account_id, stream_no, name, email, balance, opened_at) VALUES ($1, $2, $3, $4, 0, $5)`,
+			id, a.head.No, name, email, now); err != nil {
+			return err
+		}
+		return appendToAccount(ctx, tx, a, now, 0, totals{}, eventstore.NewEvent{
 			Type: domain.EventAccountOpened, Metadata: meta,
 			Payload: domain.AccountOpened{AccountID: id, Name: name, Email: email},
 		})
@@ -135,8 +183,12 @@ func (h Accounts) IssueKey(ctx context.Context, accountID string, meta eventstor
 				AccountID: accountID, KeyID: k.ID, Reason: "superseded by a second rotation during grace",
 				Ledger: domain.Ledger{BalanceAfter: a.balance}}})
 		}
-		issued := domain.KeyIssued{AccountID: accountID, KeyID: keyID, KeyHash: hex.EncodeToString(hash[:]), Last4: out.Last4,
-			Ledger: domain.Ledger{BalanceAfter: a.balance}}
+		keyNo := 1
+		for _, k := range keys {
+			keyNo = max(keyNo, k.No+1)
+		}
+		issued := domain.KeyIssued{AccountID: accountID, KeyID: keyID, KeyNo: keyNo, KeyHash: hex.EncodeToString(hash[:]),
+			Last4: out.Last4, Ledger: domain.Ledger{BalanceAfter: a.balance}}
 		if plan.Rotated != nil {
 			grace := plan.GraceUntil
 			if _, err := tx.Exec(ctx, `UPDATE api_keys SET state = 'grace', grace_until = $2 WHERE key_id = $1`, plan.Rotated.ID, grace); err != nil {
@@ -145,21 +197,24 @@ func (h Accounts) IssueKey(ctx context.Context, accountID string, meta eventstor
 			issued.RotatedKeyID, issued.GraceUntil = plan.Rotated.ID, &grace
 			out.RotatedKeyID, out.GraceUntil = &plan.Rotated.ID, &grace
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, key_hash, account_id, last4, state, issued_at) VALUES ($1, $2, $3, $4, 'active', $5)`,
-			keyID, hash[:], accountID, out.Last4, now); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO api_keys (key_id, key_no, key_hash, account_id, last4, state, issued_at) VALUES ($1, $2, $3, $4, $5, 'active', $6)`,
+			keyID, keyNo, hash[:], accountID, out.Last4, now); err != nil {
 			return err
 		}
 		events = append(events, eventstore.NewEvent{Type: domain.EventKeyIssued, Metadata: meta, Payload: issued})
-		return h.appendToAccount(ctx, tx, a, a.balance, now, events...)
+		if err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, events...); err != nil {
+			return err
+		}
+		return announceKeysChanged(ctx, tx, accountID)
 	})
-	if err != nil {
+	if err := h.keysChanged(accountID, err); err != nil {
 		return IssuedKey{}, err
 	}
 	return out, nil
 }
 
 func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, error) {
-	rows, err := tx.Query(ctx, `SELECT key_id, last4, state, issued_at, grace_until FROM api_keys WHERE account_id = $1 ORDER BY issued_at, key_id`, accountID)
+	rows, err := tx.Query(ctx, `SELECT key_id, key_no, last4, state, issued_at, grace_until FROM api_keys WHERE account_id = $1 ORDER BY issued_at, key_id`, accountID)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +222,7 @@ func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, e
 	var keys []domain.Key
 	for rows.Next() {
 		k := domain.Key{AccountID: accountID}
-		if err := rows.Scan(&k.ID, &k.Last4, &k.State, &k.IssuedAt, &k.GraceUntil); err != nil {
+		if err := rows.Scan(&k.ID, &k.No, &k.Last4, &k.State, &k.IssuedAt, &k.GraceUntil); err != nil {
 			return nil, err
 		}
 		keys = append(keys, k)
@@ -181,14 +236,13 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 		return &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
 	}
 	now := h.now()
-	return h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		a, err := lockAccount(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}
 		var state domain.KeyState
-		var grace *time.Time
-		err = tx.QueryRow(ctx, `SELECT state, grace_until FROM api_keys WHERE key_id = $1 AND account_id = $2`, keyID, accountID).Scan(&state, &grace)
+		err = tx.QueryRow(ctx, `SELECT state FROM api_keys WHERE key_id = $1 AND account_id = $2`, keyID, accountID).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.ErrKeyNotFound
 		}
@@ -201,9 +255,12 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET state = 'revoked', revoked_at = $2 WHERE key_id = $1`, keyID, now); err != nil {
 			return err
 		}
-		return h.appendToAccount(ctx, tx, a, a.balance, now, eventstore.NewEvent{Type: domain.EventKeyRevoked, Metadata: meta,
-			Payload: domain.KeyRevoked{AccountID: accountID, KeyID: keyID, Reason: reason, Ledger: domain.Ledger{BalanceAfter: a.balance}}})
-	})
+		if err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, eventstore.NewEvent{Type: domain.EventKeyRevoked, Metadata: meta,
+			Payload: domain.KeyRevoked{AccountID: accountID, KeyID: keyID, Reason: reason, Ledger: domain.Ledger{BalanceAfter: a.balance}}}); err != nil {
+			return err
+		}
+		return announceKeysChanged(ctx, tx, accountID)
+	}))
 }
 
 // PurchaseResult is the answer to Purchase. Replayed is true when the payment_ref was seen
@@ -251,76 +308,12 @@ func (h Accounts) Purchase(ctx context.Context, accountID string, amountCents in
 			paymentRef, accountID, amountCents, credits, res.Balance, now); err != nil {
 			return err
 		}
-		return h.appendToAccount(ctx, tx, a, res.Balance, now, eventstore.NewEvent{Type: domain.EventCreditsPurchased, Metadata: meta,
+		return appendToAccount(ctx, tx, a, now, res.Balance, totals{purchased: credits}, eventstore.NewEvent{Type: domain.EventCreditsPurchased, Metadata: meta,
 			Payload: domain.CreditsPurchased{AccountID: accountID, PaymentRef: paymentRef, AmountCents: amountCents, Credits: credits,
 				Ledger: domain.Ledger{CreditsDelta: credits, BalanceAfter: res.Balance}}})
 	})
 	if isUniqueViolation(err) {
 		return PurchaseResult{}, domain.ErrPaymentRefReused
 	}
-	return res, err
-}
-
-// BonusResult is the answer to GrantBonus.
-type BonusResult struct {
-	OutageID string `json:"outage_id"`
-	Credits  int64  `json:"credits"`
-	Accounts int    `json:"accounts"`
-	Replayed bool   `json:"-"`
-}
-
-// MaxBonusCredits bounds one grant: a typo should not mint millions of credits.
-const MaxBonusCredits = 10_000_000
-
-// GrantBonus adds credits once per outage to every account with an active or grace key.
-func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64, reason string, meta eventstore.Metadata) (BonusResult, error) {
-	outageID = strings.TrimSpace(outageID)
-	if outageID == "" || len(outageID) > 200 {
-		return BonusResult{}, &domain.ValidationError{Field: "outage_id", Message: "is required (at most 200 characters)"}
-	}
-	if credits <= 0 || credits > MaxBonusCredits {
-		return BonusResult{}, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be between 1 and %d", MaxBonusCredits)}
-	}
-	if len(reason) > 500 {
-		return BonusResult{}, &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
-	}
-	res := BonusResult{OutageID: outageID, Credits: credits}
-	now := h.now()
-	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		// The grant row is claimed first: a concurrent grant of the same outage waits here
-		// and then finds it taken.
-		tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at) VALUES ($1, $2, $3, 0, $4) ON CONFLICT DO NOTHING`,
-			outageID, credits, reason, now)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			res.Replayed = true
-			return tx.QueryRow(ctx, `SELECT credits, accounts FROM bonus_grants WHERE outage_id = $1`, outageID).Scan(&res.Credits, &res.Accounts)
-		}
-		rows, err := tx.Query(ctx, `SELECT DISTINCT account_id FROM api_keys
-			WHERE state = 'active' OR (state = 'grace' AND grace_until > $1) ORDER BY account_id`, now)
-		if err != nil {
-			return err
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			a, err := lockAccount(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			if err := h.appendToAccount(ctx, tx, a, a.balance+credits, now, eventstore.NewEvent{Type: domain.EventBonusGranted, Metadata: meta,
-				Payload: domain.BonusGranted{AccountID: id, OutageID: outageID, Credits: credits, Reason: reason,
-					Ledger: domain.Ledger{CreditsDelta: credits, BalanceAfter: a.balance + credits}}}); err != nil {
-				return err
-			}
-		}
-		res.Accounts = len(ids)
-		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET accounts = $2 WHERE outage_id = $1`, outageID, len(ids))
-		return err
-	})
 	return res, err
 }

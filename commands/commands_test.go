@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
@@ -26,29 +28,42 @@ type clock struct {
 func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
+// stack is one process's commands over a database: its own pool and meter.
 type stack struct {
 	accounts commands.Accounts
-	charger  commands.Charger
+	meter    *commands.Meter
+	views    commands.Views
+	pool     *pgxpool.Pool
 	clock    *clock
 }
 
-func newStack(t *testing.T, dbURL string, clk *clock) stack {
+func newStack(t testing.TB, dbURL string, clk *clock, opts ...commands.MeterOptions) stack {
 	pool, err := pgxpool.New(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	store := eventstore.New(pool)
+	var o commands.MeterOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	meter := commands.NewMeter(store, clk.Now, o)
+	t.Cleanup(meter.Close)
 	return stack{
-		accounts: commands.Accounts{Store: store, Clock: clk.Now},
-		charger:  commands.Charger{Store: store, Clock: clk.Now},
+		accounts: commands.Accounts{Store: store, Clock: clk.Now, KeysChanged: meter.Keys().Forget},
+		meter:    meter,
+		views:    commands.Views{Pool: pool},
+		pool:     pool,
 		clock:    clk,
 	}
 }
 
 var ctx = context.Background()
 
-func fundedAccount(t *testing.T, s stack, cents int64) (string, commands.IssuedKey) {
+var noon = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func fundedAccount(t testing.TB, s stack, cents int64) (string, commands.IssuedKey) {
 	t.Helper()
 	id, err := s.accounts.OpenAccount(ctx, "Test Co", "ops@test.example", eventstore.Metadata{})
 	if err != nil {
@@ -66,24 +81,90 @@ func fundedAccount(t *testing.T, s stack, cents int64) (string, commands.IssuedK
 	return id, key
 }
 
+// charge authenticates a key and charges a request with it, as the read API does.
+func (s stack) charge(hash domain.KeyHash, op domain.Operation, resources ...string) (commands.ChargeResult, error) {
+	c, err := s.meter.Authenticate(ctx, hash)
+	if err != nil {
+		return commands.ChargeResult{}, err
+	}
+	return s.meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
+}
+
+// ledger is an account's write-model row next to what its ledger says.
+type ledger struct {
+	balance           int64
+	totals            commands.AccountTotals
+	deltas, events    int64
+	lastBalance       int64
+	charges, dedupd   int64
+	versionsContigous bool
+}
+
+func ledgerOf(t testing.TB, s stack, accountID string) ledger {
+	t.Helper()
+	v, err := s.views.Account(ctx, accountID, s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := ledger{balance: v.Balance, totals: v.Totals, versionsContigous: true}
+	after := int64(0)
+	for {
+		page, err := s.views.Ledger(ctx, accountID, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return l
+		}
+		for _, e := range page {
+			l.events++
+			if e.Version != l.events {
+				l.versionsContigous = false
+			}
+			l.deltas += e.CreditsDelta
+			l.lastBalance = e.BalanceAfter
+			switch e.Type {
+			case domain.EventRequestCharged:
+				l.charges++
+			case domain.EventRequestDeduplicated:
+				l.dedupd++
+			}
+		}
+		after = page[len(page)-1].Position
+	}
+}
+
+// consistent reports whether the write model equals the sum of the ledger, and the ledger
+// has no gap.
+func (l ledger) consistent() bool {
+	return l.balance == l.deltas && l.balance == l.lastBalance && l.versionsContigous &&
+		l.totals.RequestsCharged == l.charges && l.totals.RequestsDeduplicated == l.dedupd &&
+		l.totals.PurchasedCredits+l.totals.BonusCredits-l.totals.ChargedCredits == l.balance
+}
+
+// auditClean fails the test unless a full audit of the database finds nothing.
+func auditClean(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	var out strings.Builder
+	rep, err := audit.Run(ctx, pool, audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Differences) > 0 {
+		t.Fatalf("audit found %d differences:\n%s", len(rep.Differences), out.String())
+	}
+}
+
 func TestTwoProcessesCharging200TimesAt5CreditsSpendExactly500(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
-	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{now: noon}
 	a, b := newStack(t, dbURL, clk), newStack(t, dbURL, clk)
 	accountID := race200ChargesOn500Credits(t, a, b)
-	var balance, deltas int64
-	var charges int
-	pool := a.accounts.Store.Pool
-	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err != nil {
-		t.Fatal(err)
+	l := ledgerOf(t, a, accountID)
+	if l.balance != 0 || !l.consistent() || l.charges != 101 {
+		t.Fatalf("ledger %+v; want balance 0 matching its events, 101 charges (with the spend-down)", l)
 	}
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum((payload->>'credits_delta')::bigint), 0), count(*) FILTER (WHERE type = 'RequestCharged')
-		FROM events WHERE stream_id = $1`, domain.AccountStream(accountID)).Scan(&deltas, &charges); err != nil {
-		t.Fatal(err)
-	}
-	if balance != 0 || deltas != 0 || charges != 101 {
-		t.Fatalf("balance %d, sum of ledger deltas %d, charges %d; want 0, 0, 101 (with the spend-down)", balance, deltas, charges)
-	}
+	auditClean(t, a.pool)
 }
 
 // race200ChargesOn500Credits spends an account down to 500 credits, then sends 200
@@ -98,7 +179,7 @@ func race200ChargesOn500Credits(t *testing.T, a, b stack) string {
 	for i := range rows {
 		rows[i] = domain.PlaceResource(fmt.Sprint("p", i))
 	}
-	if res, err := a.charger.Charge(ctx, commands.ChargeRequest{KeyHash: hash, Operation: domain.OpPlaceList, Resources: rows}); err != nil || res.Balance != 500 {
+	if res, err := a.charge(hash, domain.OpPlaceList, rows...); err != nil || res.Balance != 500 {
 		t.Fatalf("spending down to 500: %+v %v", res.Balance, err)
 	}
 
@@ -112,8 +193,7 @@ func race200ChargesOn500Credits(t *testing.T, a, b stack) string {
 			if i%2 == 1 {
 				s = b
 			}
-			_, err := s.charger.Charge(ctx, commands.ChargeRequest{KeyHash: hash, RequestID: fmt.Sprint("r", i),
-				Operation: domain.OpEvents, Resources: []string{domain.EventsResource("berea", "2026-12-01", fmt.Sprintf("2026-12-%02d", i%28+1)) + fmt.Sprint("#", i)}})
+			_, err := s.charge(hash, domain.OpEvents, domain.EventsResource("berea", "2026-12-01", fmt.Sprintf("2026-12-%02d", i%28+1))+fmt.Sprint("#", i))
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -135,17 +215,17 @@ func TestSameResourceTheSameDayIsChargedOnceAndAgainAfterMidnight(t *testing.T) 
 	clk := &clock{now: time.Date(2026, 11, 23, 23, 59, 0, 0, time.UTC)}
 	s := newStack(t, pgtest.NewDatabase(t), clk)
 	_, key := fundedAccount(t, s, 500)
-	req := commands.ChargeRequest{KeyHash: domain.HashKey(key.APIKey), Operation: domain.OpPlaceDetail, Resources: []string{domain.PlaceResource("p1")}}
-	first, err := s.charger.Charge(ctx, req)
+	hash := domain.HashKey(key.APIKey)
+	first, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
 	if err != nil || first.Credits != 1 {
 		t.Fatalf("first: %+v %v", first, err)
 	}
-	second, err := s.charger.Charge(ctx, req)
+	second, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
 	if err != nil || second.Credits != 0 || !second.FullyDeduplicated() || second.Balance != first.Balance {
 		t.Fatalf("second: %+v %v", second, err)
 	}
 	clk.Advance(time.Minute)
-	third, err := s.charger.Charge(ctx, req)
+	third, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
 	if err != nil || third.Credits != 1 {
 		t.Fatalf("after midnight: %+v %v", third, err)
 	}
@@ -153,11 +233,11 @@ func TestSameResourceTheSameDayIsChargedOnceAndAgainAfterMidnight(t *testing.T) 
 
 func TestRevokedAndExpiredKeysAreRefusedAtOnceEverywhere(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
-	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{now: noon}
 	a, b := newStack(t, dbURL, clk), newStack(t, dbURL, clk)
 	accountID, first := fundedAccount(t, a, 500)
 	hash1 := domain.HashKey(first.APIKey)
-	if _, err := b.charger.Authenticate(ctx, hash1); err != nil {
+	if _, err := b.meter.Authenticate(ctx, hash1); err != nil {
 		t.Fatalf("key issued through a is refused by b: %v", err)
 	}
 	second, err := a.accounts.IssueKey(ctx, accountID, eventstore.Metadata{})
@@ -165,46 +245,93 @@ func TestRevokedAndExpiredKeysAreRefusedAtOnceEverywhere(t *testing.T) {
 		t.Fatalf("rotation: %+v %v", second, err)
 	}
 	clk.Advance(24*time.Hour - time.Second)
-	if _, err := b.charger.Authenticate(ctx, hash1); err != nil {
+	if _, err := b.charge(hash1, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil {
 		t.Fatalf("grace key refused at 23:59:59: %v", err)
 	}
 	clk.Advance(time.Second)
-	if _, err := b.charger.Authenticate(ctx, hash1); !errors.Is(err, domain.ErrKeyRevoked) {
+	// b cached the key as active before the rotation, and b hears of no notification here
+	// (no listener runs in this test): the charge's own re-check refuses it.
+	if _, err := b.charge(hash1, domain.OpPlaceDetail, domain.PlaceResource("p2")); !errors.Is(err, domain.ErrKeyRevoked) {
 		t.Fatalf("grace key at 24:00:00: %v", err)
 	}
+	if _, err := b.meter.Authenticate(ctx, hash1); !errors.Is(err, domain.ErrKeyRevoked) {
+		t.Fatalf("after the refused charge b still authenticates the expired key: %v", err)
+	}
 	hash2 := domain.HashKey(second.APIKey)
+	if _, err := b.meter.Authenticate(ctx, hash2); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.accounts.RevokeKey(ctx, accountID, second.KeyID, "compromised", eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.charger.Charge(ctx, commands.ChargeRequest{KeyHash: hash2, Operation: domain.OpTowns, Resources: []string{domain.TownsResource}})
-	if !errors.Is(err, domain.ErrKeyRevoked) {
+	if _, err := b.charge(hash2, domain.OpTowns, domain.TownsResource); !errors.Is(err, domain.ErrKeyRevoked) {
 		t.Fatalf("charge with revoked key: %v", err)
 	}
-	if _, err := b.charger.Authenticate(ctx, domain.HashKey("svc_live_unknown")); !errors.Is(err, domain.ErrInvalidKey) {
+	if _, err := b.meter.Authenticate(ctx, domain.HashKey("svc_live_unknown")); !errors.Is(err, domain.ErrInvalidKey) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
 
+// With the notifications listened to, a revoke on one process empties the other's cache:
+// the revoked key is refused at authentication, before any charge round trip.
+func TestARevokeOnOneProcessReachesTheOthersKeyCache(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	a, b := newStack(t, dbURL, clk), newStack(t, dbURL, clk)
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go b.meter.Keys().Listen(listenCtx, nil)
+	accountID, key := fundedAccount(t, a, 500)
+	hash := domain.HashKey(key.APIKey)
+	// Wait until b's listener is up: until then b forgets everything it caches.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := b.meter.Authenticate(ctx, hash); err != nil {
+			t.Fatal(err)
+		}
+		var listening bool
+		_ = a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN %')`).Scan(&listening)
+		if listening || time.Now().After(deadline) {
+			break
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := b.meter.Authenticate(ctx, hash); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.accounts.RevokeKey(ctx, accountID, key.KeyID, "", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, err := b.meter.Authenticate(ctx, hash)
+		if errors.Is(err, domain.ErrKeyRevoked) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b still authenticates the revoked key: %v", err)
+		}
+	}
+}
+
 func TestASecondRotationDuringGraceRevokesTheOlderKeyAtOnce(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{now: noon}
 	s := newStack(t, pgtest.NewDatabase(t), clk)
 	accountID, k1 := fundedAccount(t, s, 0)
 	if _, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.charger.Authenticate(ctx, domain.HashKey(k1.APIKey)); err != nil {
+	if _, err := s.meter.Authenticate(ctx, domain.HashKey(k1.APIKey)); err != nil {
 		t.Fatalf("k1 in grace refused: %v", err)
 	}
 	if _, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.charger.Authenticate(ctx, domain.HashKey(k1.APIKey)); !errors.Is(err, domain.ErrKeyRevoked) {
+	if _, err := s.meter.Authenticate(ctx, domain.HashKey(k1.APIKey)); !errors.Is(err, domain.ErrKeyRevoked) {
 		t.Fatalf("k1 after second rotation: %v", err)
 	}
 }
 
 func TestAPaymentRefIsCountedOnce(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{now: noon}
 	s := newStack(t, pgtest.NewDatabase(t), clk)
 	accountID, _ := fundedAccount(t, s, 0)
 	first, err := s.accounts.Purchase(ctx, accountID, 1000, "stripe_1", eventstore.Metadata{})
@@ -225,7 +352,7 @@ func TestAPaymentRefIsCountedOnce(t *testing.T) {
 }
 
 func TestABonusIsGrantedOncePerOutageToAccountsWithUsableKeys(t *testing.T) {
-	clk := &clock{now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	clk := &clock{now: noon}
 	s := newStack(t, pgtest.NewDatabase(t), clk)
 	withKey, _ := fundedAccount(t, s, 0)
 	revoked, k := fundedAccount(t, s, 0)
@@ -243,9 +370,128 @@ func TestABonusIsGrantedOncePerOutageToAccountsWithUsableKeys(t *testing.T) {
 	if err != nil || !again.Replayed || again.Accounts != 1 {
 		t.Fatalf("again: %+v %v", again, err)
 	}
-	var balance int64
-	_ = s.accounts.Store.Pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, withKey).Scan(&balance)
-	if balance != 100 {
-		t.Fatalf("balance %d, want 100", balance)
+	if l := ledgerOf(t, s, withKey); l.balance != 100 || !l.consistent() || l.totals.BonusCredits != 100 {
+		t.Fatalf("account with a key: %+v, want 100 bonus credits", l)
+	}
+	g, err := s.accounts.Grant(ctx, "outage-1")
+	if err != nil || g.State != "done" || g.Accounts != 1 || g.FinishedAt == nil {
+		t.Fatalf("grant progress %+v %v", g, err)
+	}
+}
+
+// A grant runs in chunks of accounts; cut short after its first chunk (as by a crash), asking
+// for it again finishes it, and every account is credited exactly once.
+func TestABonusGrantCutShortIsFinishedByAskingAgainWithoutCreditingTwice(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	const n = 450 // three chunks
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i], _ = fundedAccount(t, s, 0)
+	}
+	cut, cancel := context.WithCancel(ctx)
+	interrupted := s.accounts
+	interrupted.GrantProgress = func(commands.BonusGrant) { cancel() }
+	if _, err := interrupted.GrantBonus(cut, "outage-9", 10, "", eventstore.Metadata{}); err == nil {
+		t.Fatal("the interrupted grant reported success")
+	}
+	g, _ := s.accounts.Grant(ctx, "outage-9")
+	if g.State != "running" || g.Accounts == 0 || g.Accounts >= n {
+		t.Fatalf("after the interruption: %+v; want a running grant part way through", g)
+	}
+	var progress []int
+	resumed := s.accounts
+	resumed.GrantProgress = func(g commands.BonusGrant) { progress = append(progress, g.Accounts) }
+	res, err := resumed.GrantBonus(ctx, "outage-9", 10, "", eventstore.Metadata{})
+	if err != nil || res.Accounts != n {
+		t.Fatalf("resumed grant: %+v %v; want %d accounts", res, err, n)
+	}
+	if len(progress) < 2 || progress[len(progress)-1] != n {
+		t.Fatalf("progress reported %v; want chunks ending at %d", progress, n)
+	}
+	var credited, wrong int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE bonus_credits = 10), count(*) FILTER (WHERE bonus_credits <> 10) FROM accounts`).
+		Scan(&credited, &wrong); err != nil {
+		t.Fatal(err)
+	}
+	if credited != n || wrong != 0 {
+		t.Fatalf("%d accounts credited once, %d not; want all %d once", credited, wrong, n)
+	}
+	auditClean(t, s.pool)
+}
+
+// Account totals are kept by the commands as events happen, never summed per call; they must
+// equal what the events say after charges, purchases and bonuses.
+func TestAccountTotalsEqualTheEventsSums(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	id, key := fundedAccount(t, s, 700)
+	hash := domain.HashKey(key.APIKey)
+	if _, err := s.accounts.GrantBonus(ctx, "o", 33, "", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 40; i++ {
+		if _, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource(fmt.Sprint("p", i%13))); err != nil {
+			t.Fatal(err)
+		}
+		if i%10 == 0 {
+			if _, err := s.accounts.Purchase(ctx, id, 500, fmt.Sprint("more", i), eventstore.Metadata{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	l := ledgerOf(t, s, id)
+	want := commands.AccountTotals{PurchasedCredits: 1400 + 4*1000, BonusCredits: 33, ChargedCredits: 13, RequestsCharged: 13, RequestsDeduplicated: 27}
+	if l.totals != want || !l.consistent() {
+		t.Fatalf("totals %+v (ledger %+v); want %+v", l.totals, l, want)
+	}
+	auditClean(t, s.pool)
+}
+
+func TestMaintenanceKeepsOnlyTodaysAndYesterdaysClaims(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	_, key := fundedAccount(t, s, 500)
+	hash := domain.HashKey(key.APIKey)
+	for day := 0; day < 4; day++ {
+		if _, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(24 * time.Hour)
+	}
+	clk.Advance(-24 * time.Hour) // the fourth day
+	if _, _, err := commands.Maintain(ctx, eventstore.New(s.pool), clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT day::text FROM dedup_claims ORDER BY day`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var days []string
+	for rows.Next() {
+		var d string
+		_ = rows.Scan(&d)
+		days = append(days, d)
+	}
+	if fmt.Sprint(days) != "[2026-11-25 2026-11-26]" {
+		t.Fatalf("claims kept for %v; want only yesterday's and today's", days)
+	}
+	// The fact stays in the events: today's second request is still free.
+	if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || !res.FullyDeduplicated() {
+		t.Fatalf("same resource again today: %+v %v", res, err)
+	}
+}
+
+// The Go and SQL forms of a claim's resource hash must agree: migrated claims use the SQL one.
+func TestTheGoAndSQLResourceHashesAgree(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	for _, r := range []string{"place:p1", "towns", domain.EventsResource(strings.Repeat("é", 900), "2026-01-01", "2026-02-01"), ""} {
+		var got int64
+		if err := pool.QueryRow(ctx, `SELECT kyapi_resource_hash($1)`, r).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := commands.ResourceHash(r); got != want {
+			t.Fatalf("%q: SQL %d, Go %d", r, got, want)
+		}
 	}
 }

@@ -88,10 +88,10 @@ func TestReimportingIsAnUpdateAtTheNextVersion(t *testing.T) {
 	if got := catalogCount(t, pool, `SELECT count(*) FROM events WHERE version = 2`); got != total {
 		t.Errorf("%d events at version 2, want %d", got, total)
 	}
-	if got := catalogCount(t, pool, `SELECT count(*) FROM (SELECT stream_id, version FROM events GROUP BY 1, 2 HAVING count(*) > 1) d`); got != 0 {
+	if got := catalogCount(t, pool, `SELECT count(*) FROM (SELECT stream_no, version FROM events GROUP BY 1, 2 HAVING count(*) > 1) d`); got != 0 {
 		t.Errorf("%d duplicate stream versions", got)
 	}
-	if got := catalogCount(t, pool, `SELECT count(DISTINCT stream_id) FROM events`); got != total {
+	if got := catalogCount(t, pool, `SELECT count(DISTINCT stream_no) FROM events`); got != total {
 		t.Errorf("%d streams, want %d", got, total)
 	}
 }
@@ -146,7 +146,7 @@ func TestFlatAndNestedLinesBothImport(t *testing.T) {
 		t.Fatalf("result %+v", res)
 	}
 	evs, err := eventstore.ReadStream(ctx, pool, domain.TownStream("paducah"), 0)
-	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Payload), `"county": "McCracken"`) {
+	if err != nil || len(evs) != 1 || !strings.Contains(string(evs[0].Payload), `"county":"McCracken"`) {
 		t.Fatalf("paducah stream %v %v", evs, err)
 	}
 }

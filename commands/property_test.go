@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
@@ -38,7 +37,7 @@ func randomChargeRun(t *testing.T, seed uint64) {
 	for i := range warm {
 		warm[i] = domain.PlaceResource(fmt.Sprint("warm", i))
 	}
-	if _, err := stacks[0].charger.Charge(context.Background(), commands.ChargeRequest{KeyHash: hash, Operation: domain.OpPlaceList, Resources: warm}); err != nil {
+	if _, err := stacks[0].charge(hash, domain.OpPlaceList, warm...); err != nil {
 		t.Fatal(err)
 	}
 	const start = 150
@@ -76,8 +75,7 @@ func randomChargeRun(t *testing.T, seed uint64) {
 			s := stacks[g%len(stacks)]
 			for i := 0; i < 40; i++ {
 				o := ops[r.IntN(len(ops))]
-				res, err := s.charger.Charge(context.Background(), commands.ChargeRequest{KeyHash: hash, Operation: o.operation,
-					RequestID: fmt.Sprintf("g%d-%d", g, i), Resources: o.resources(r)})
+				res, err := s.charge(hash, o.operation, o.resources(r)...)
 				if errors.Is(err, domain.ErrInsufficientCredits) {
 					refused.Add(1)
 					continue
@@ -97,39 +95,39 @@ func randomChargeRun(t *testing.T, seed uint64) {
 	}
 	wg.Wait()
 
-	pool := stacks[0].accounts.Store.Pool
-	var balance int64
-	if err := pool.QueryRow(context.Background(), `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err != nil {
-		t.Fatal(err)
-	}
-	if balance < 0 || balance != start-spent {
-		t.Fatalf("balance %d, started at %d, charged %d", balance, start, spent)
+	l := ledgerOf(t, stacks[0], accountID)
+	if l.balance < 0 || l.balance != start-spent || !l.consistent() {
+		t.Fatalf("balance %d (ledger %+v), started at %d, charged %d", l.balance, l, start, spent)
 	}
 	if refused.Load() == 0 {
 		t.Fatal("no charge was refused: the balance never ran out, so overspending was not exercised")
 	}
-	rows, err := pool.Query(context.Background(), `SELECT payload FROM events WHERE stream_id = $1 AND type = $2`,
-		domain.AccountStream(accountID), domain.EventRequestCharged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	paid := map[string]int{}
 	var deltas int64
-	for rows.Next() {
-		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
+	for after := int64(0); ; {
+		page, err := stacks[0].views.Ledger(context.Background(), accountID, after, 500)
+		if err != nil {
 			t.Fatal(err)
 		}
-		var e domain.RequestCharged
-		if err := json.Unmarshal(raw, &e); err != nil {
-			t.Fatal(err)
+		if len(page) == 0 {
+			break
 		}
-		deltas += e.CreditsDelta
-		for _, r := range e.Paid {
-			paid[e.Day+" "+r]++
-			if paid[e.Day+" "+r] > 1 {
-				t.Errorf("%s paid twice on %s", r, e.Day)
+		for _, e := range page {
+			after = e.Position
+			if e.Type != domain.EventRequestCharged {
+				continue
+			}
+			var c struct{ Paid []string }
+			if err := json.Unmarshal(e.Payload, &c); err != nil {
+				t.Fatal(err)
+			}
+			deltas += e.CreditsDelta
+			day := domain.Day(e.RecordedAt)
+			for _, r := range c.Paid {
+				paid[day+" "+r]++
+				if paid[day+" "+r] > 1 {
+					t.Errorf("%s paid twice on %s", r, day)
+				}
 			}
 		}
 	}
@@ -139,4 +137,5 @@ func randomChargeRun(t *testing.T, seed uint64) {
 	if len(paid) == 0 || spent == 0 {
 		t.Fatal("the run charged nothing: the property was not exercised")
 	}
+	auditClean(t, stacks[0].pool)
 }

@@ -10,8 +10,17 @@ var (
 	ErrInsufficientCredits = errors.New("insufficient credits; buy more credits to continue")
 	ErrAccountNotFound     = errors.New("account not found")
 	ErrKeyNotFound         = errors.New("key not found")
+	ErrGrantNotFound       = errors.New("bonus grant not found")
 	ErrPurchaseAmount      = errors.New("amount_cents must be between 500 and 2500000 ($5 to $25,000)")
 	ErrPaymentRefReused    = errors.New("payment_ref was already used for another account")
+	// ErrUnavailable means the service could not do what was asked now (its database stopped
+	// answering) and did nothing: nothing was charged.
+	ErrUnavailable = errors.New("service temporarily unavailable; nothing was charged")
+	// ErrOutcomeUnknown means the database stopped answering while a charge was committing and
+	// it could not be found out afterwards whether the commit happened. The request may have
+	// been charged; the same request again the same UTC day costs nothing if it was.
+	ErrOutcomeUnknown = errors.New("the service lost contact with its database while recording this request's charge; " +
+		"it may have been charged — the same request again today is free if it was")
 )
 
 // ValidationError is bad input to a command: which field and why.

@@ -1,6 +1,10 @@
 package domain
 
-import "time"
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
 
 // Event types of an account stream (account-{id}). Every account event carries the
 // credits it moved and the balance after it, so the ledger never needs a replay to answer.
@@ -17,7 +21,19 @@ const (
 // AccountStream is the stream holding an account's facts.
 func AccountStream(accountID string) string { return "account-" + accountID }
 
-// Ledger is the money part of every account event.
+// accountStreamPrefix is what every account stream id starts with.
+const accountStreamPrefix = "account-"
+
+// AccountOfStream returns the account id of an account stream, or "".
+func AccountOfStream(streamID string) string {
+	if len(streamID) > len(accountStreamPrefix) && streamID[:len(accountStreamPrefix)] == accountStreamPrefix {
+		return streamID[len(accountStreamPrefix):]
+	}
+	return ""
+}
+
+// Ledger is the money part of every account event but the metered ones, which carry it in
+// their compact form (RequestCharged).
 type Ledger struct {
 	CreditsDelta int64 `json:"credits_delta"`
 	BalanceAfter int64 `json:"balance_after"`
@@ -33,6 +49,7 @@ type AccountOpened struct {
 type KeyIssued struct {
 	AccountID    string     `json:"account_id"`
 	KeyID        string     `json:"key_id"`
+	KeyNo        int        `json:"key_no"`   // the key's number in its account, which metered events cite
 	KeyHash      string     `json:"key_hash"` // hex SHA-256; the key itself is never recorded
 	Last4        string     `json:"last4"`
 	RotatedKeyID string     `json:"rotated_key_id,omitempty"`
@@ -63,27 +80,99 @@ type BonusGranted struct {
 	Ledger
 }
 
-// RequestCharged records a metered request that cost credits (or, for a per-row request,
-// that served rows): what was paid and what was free.
+// RequestCharged records a metered request: the resources paid now (claimed for the rest of
+// the UTC day of recorded_at), those served free because already paid that day, the rows left
+// out unpaid, the credits moved and the balance after. A request with nothing paid is a
+// RequestDeduplicated with the same fields.
+//
+// These are nearly every event of the store, so they hold only what their stream (the
+// account), their recorded_at (the day) and their position do not already say, under short
+// names: k the key's number in its account (KeyIssued.KeyNo), d the credits delta, b the
+// balance after. The admin ledger shows them expanded (docs/api.md).
 type RequestCharged struct {
-	AccountID     string    `json:"account_id"`
-	KeyID         string    `json:"key_id"`
-	RequestID     string    `json:"request_id"`
-	Operation     Operation `json:"operation"`
-	Day           string    `json:"day"`
-	Paid          []string  `json:"paid"`
-	Deduplicated  []string  `json:"deduplicated,omitempty"`
-	OmittedUnpaid int       `json:"omitted_unpaid,omitempty"`
-	Ledger
+	KeyNo         int       `json:"k"`
+	Operation     Operation `json:"op"`
+	Paid          []string  `json:"paid,omitempty"`
+	Deduplicated  []string  `json:"dedup,omitempty"`
+	OmittedUnpaid int       `json:"omitted,omitempty"`
+	CreditsDelta  int64     `json:"d"`
+	BalanceAfter  int64     `json:"b"`
 }
 
-// RequestDeduplicated records a request served free because it was paid earlier today.
-type RequestDeduplicated struct {
-	AccountID    string    `json:"account_id"`
-	KeyID        string    `json:"key_id"`
-	RequestID    string    `json:"request_id"`
-	Operation    Operation `json:"operation"`
-	Day          string    `json:"day"`
-	Deduplicated []string  `json:"deduplicated"`
+// AccountFact is what the ledger, the projections and the audit read of any account event,
+// whichever form it was stored in: the compact form of metered events, or the verbose form
+// of every other event (and of metered events recorded before the compact form existed).
+type AccountFact struct {
+	Type string
 	Ledger
+	KeyNo         int    // metered events in the compact form
+	KeyID         string // key events, and metered events in the verbose form
+	Operation     Operation
+	Paid          []string
+	Deduplicated  []string
+	OmittedUnpaid int
+	Credits       int64 // bought or granted
+	AmountCents   int64 // paid for a purchase
+}
+
+// accountEventJSON reads both forms: short names of the compact metered events, long names
+// of everything else.
+type accountEventJSON struct {
+	K       int       `json:"k"`
+	Op      Operation `json:"op"`
+	Dedup   []string  `json:"dedup"`
+	Omitted int       `json:"omitted"`
+	D       *int64    `json:"d"`
+	B       *int64    `json:"b"`
+
+	KeyID         string    `json:"key_id"`
+	Operation     Operation `json:"operation"`
+	Paid          []string  `json:"paid"`
+	Deduplicated  []string  `json:"deduplicated"`
+	OmittedUnpaid int       `json:"omitted_unpaid"`
+	CreditsDelta  int64     `json:"credits_delta"`
+	BalanceAfter  int64     `json:"balance_after"`
+	Credits       int64     `json:"credits"`
+	AmountCents   int64     `json:"amount_cents"`
+}
+
+// DecodeAccountFact reads an account event's payload.
+func DecodeAccountFact(typ string, payload []byte) (AccountFact, error) {
+	var j accountEventJSON
+	if err := json.Unmarshal(payload, &j); err != nil {
+		return AccountFact{}, fmt.Errorf("%s payload: %w", typ, err)
+	}
+	f := AccountFact{Type: typ, KeyNo: j.K, KeyID: j.KeyID, Operation: j.Operation, Paid: j.Paid,
+		Deduplicated: j.Deduplicated, OmittedUnpaid: j.OmittedUnpaid, Credits: j.Credits, AmountCents: j.AmountCents,
+		Ledger: Ledger{CreditsDelta: j.CreditsDelta, BalanceAfter: j.BalanceAfter}}
+	if j.D != nil || j.B != nil { // the compact form
+		f.Operation, f.Deduplicated, f.OmittedUnpaid = j.Op, j.Dedup, j.Omitted
+		if j.D != nil {
+			f.CreditsDelta = *j.D
+		}
+		if j.B != nil {
+			f.BalanceAfter = *j.B
+		}
+	}
+	return f, nil
+}
+
+// Metered reports whether the fact is a metered request (charged or deduplicated).
+func (f AccountFact) Metered() bool {
+	return f.Type == EventRequestCharged || f.Type == EventRequestDeduplicated
+}
+
+// DayKind is the kind under which a fact is summed per account and UTC day (statements, the
+// console's charts): "purchase", "bonus", the metered operation, or "" for facts that move no
+// credits.
+func (f AccountFact) DayKind() string {
+	switch {
+	case f.Type == EventCreditsPurchased:
+		return "purchase"
+	case f.Type == EventBonusGranted:
+		return "bonus"
+	case f.Metered():
+		return string(f.Operation)
+	}
+	return ""
 }

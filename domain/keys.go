@@ -41,6 +41,7 @@ func HashKey(key string) KeyHash { return sha256.Sum256([]byte(key)) }
 // Key is an API key as the write side knows it.
 type Key struct {
 	ID         string
+	No         int // the key's number within its account: 1 for its first key
 	AccountID  string
 	Last4      string
 	State      KeyState

@@ -610,11 +610,40 @@ func ledgerTotals(t testing.TB, pool *pgxpool.Pool, accountID string) (balance, 
 	if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT coalesce(sum((payload->>'credits_delta')::bigint), 0)::bigint FROM events WHERE stream_id = $1`,
+	if err := pool.QueryRow(ctx, accountEvents+`SELECT coalesce(sum(coalesce((payload->>'d')::bigint, (payload->>'credits_delta')::bigint)), 0)::bigint FROM e`,
 		"account-"+accountID).Scan(&sumDeltas); err != nil {
 		t.Fatal(err)
 	}
 	return balance, sumDeltas
+}
+
+// accountEvents is a WITH clause naming e the events of the account stream $1. Charge events
+// carry their credits delta as d (compact form), the others as credits_delta.
+const accountEvents = `WITH e AS (SELECT e.* FROM events e JOIN streams s USING (stream_no) WHERE s.stream_id = $1) `
+
+// paidEvents counts the RequestCharged events of an account that paid resource.
+func paidEvents(t testing.TB, pool *pgxpool.Pool, accountID, resource string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), accountEvents+`SELECT count(*) FROM e WHERE type = 'RequestCharged'
+		AND EXISTS (SELECT 1 FROM json_array_elements_text(payload->'paid') r WHERE r = $2)`, "account-"+accountID, resource).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// requireNothingPaidTwice fails the test if the account paid any resource twice on one UTC day.
+func requireNothingPaidTwice(t testing.TB, pool *pgxpool.Pool, accountID string) {
+	t.Helper()
+	var twice int
+	if err := pool.QueryRow(context.Background(), accountEvents+`SELECT count(*) FROM (
+			SELECT (recorded_at AT TIME ZONE 'UTC')::date, r FROM e, json_array_elements_text(e.payload->'paid') r
+			WHERE e.type = 'RequestCharged' GROUP BY 1, 2 HAVING count(*) > 1) d`, "account-"+accountID).Scan(&twice); err != nil {
+		t.Fatal(err)
+	}
+	if twice != 0 {
+		t.Errorf("%d resources were paid twice on one day", twice)
+	}
 }
 
 // requireAuditClean runs `kyapi audit` and requires exit status 0. It first waits until

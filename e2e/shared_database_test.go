@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
@@ -73,4 +76,71 @@ func TestTwoServeProcessesShareOneDatabase(t *testing.T) {
 	if balance != sum || balance != remaining {
 		t.Errorf("balance %d, sum of credits_delta %d, last credits_remaining %d: want all equal", balance, sum, remaining)
 	}
+}
+
+// A revoke through one process races a burst of requests with the key on another: no request
+// that started after the revoke call returned is served, whatever the other process had cached.
+func TestARevokeRacingABurstOnAnotherProcessServesNothingStartedAfterItReturned(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t)
+	places := importCatalog(t, dbURL)
+	token := randomToken("admin-")
+	a := startServe(t, serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: token})
+	b := startServe(t, serveConfig{Name: "B", DatabaseURL: dbURL, AdminToken: token,
+		Env: map[string]string{"RATE_LIMIT_PER_MINUTE": "1000000"}})
+	accountID, key := a.openAccount("Racing", 2500)
+	b.readOK("/api/data/places/"+places[0].ID, key.APIKey) // B has the key cached as active
+
+	type result struct {
+		started time.Time
+		status  int
+	}
+	var (
+		mu      sync.Mutex
+		results []result
+		revoked time.Time
+		stop    atomic.Bool
+		wg      sync.WaitGroup
+	)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				started := time.Now()
+				r := b.read("/api/data/places/"+places[(g*37+i)%len(places)].ID, key.APIKey)
+				mu.Lock()
+				results = append(results, result{started, r.Status})
+				mu.Unlock()
+				if r.Status != http.StatusOK && r.Status != http.StatusForbidden {
+					t.Errorf("status %d during the race: %s", r.Status, r.Body)
+				}
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	a.admin(http.MethodPost, "/admin/accounts/"+accountID+"/keys/"+key.KeyID+"/revoke", nil, http.StatusOK)
+	revoked = time.Now()
+	time.Sleep(300 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+
+	var before, after, servedAfter int
+	for _, r := range results {
+		if r.started.After(revoked) {
+			after++
+			if r.status == http.StatusOK {
+				servedAfter++
+			}
+		} else {
+			before++
+		}
+	}
+	if before == 0 || after == 0 {
+		t.Fatalf("%d requests before the revoke returned and %d after: the race did not happen", before, after)
+	}
+	if servedAfter > 0 {
+		t.Fatalf("%d of the %d requests that started after the revoke returned were served", servedAfter, after)
+	}
+	requireNothingPaidTwice(t, openPool(t, dbURL), accountID)
 }

@@ -1,6 +1,8 @@
-// Package eventstore owns the append-only event log in PostgreSQL: appends with an expected
-// stream version, reads of one stream, and reads of all streams in a global order that never
-// skips an event.
+// Package eventstore owns the append-only event log in PostgreSQL: stream heads, appends that
+// move a head only from the version the appender read, per-stream hash chains, reads of one
+// stream (whole, by page, or as of an instant), and reads of all streams in a global order that
+// never skips an event. Every statement that touches the events, streams and stream_marks
+// tables lives in this package.
 package eventstore
 
 import (
@@ -16,9 +18,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// ErrVersionConflict means the stream was not at the expected version: someone else appended
-// first. The caller reloads and decides again; nothing was written.
+// ErrVersionConflict means a stream was not at the version the appender read: someone else
+// appended first. The transaction has been aborted by the database; nothing of it was written.
 var ErrVersionConflict = errors.New("eventstore: stream version conflict")
+
+// ErrNoPartition means an event's position fell beyond the last partition of the events
+// table. EnsurePartitions creates the missing ones; Store.WithTx does so and runs its function
+// again.
+var ErrNoPartition = errors.New("eventstore: no partition of events for the position")
 
 // Metadata travels with every event: who caused it and in answer to what.
 type Metadata struct {
@@ -27,7 +34,8 @@ type Metadata struct {
 	CausationID string `json:"causation_id,omitempty"`
 }
 
-// NewEvent is an event about to be appended. Payload is marshalled to JSON.
+// NewEvent is an event about to be appended. Payload is marshalled to JSON, unless it is a
+// json.RawMessage, which is stored as it is.
 type NewEvent struct {
 	Type     string
 	Payload  any
@@ -44,6 +52,11 @@ type Event struct {
 	Payload    json.RawMessage
 	Metadata   Metadata
 	RecordedAt time.Time
+	// Hash is the SHA-256 of the event's canonical content chained to the previous event of
+	// its stream (EventHash).
+	Hash [32]byte
+	// RawMetadata is the metadata exactly as stored (and hashed).
+	RawMetadata json.RawMessage
 }
 
 // At is the event's place in the global order.
@@ -93,79 +106,6 @@ type Store struct {
 // New returns a store over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{Pool: pool} }
 
-// Append writes events to streamID inside tx, provided the stream is at expected (0 for a
-// new stream). It returns the stream's new version. It never overwrites: a stream that moved
-// on gives ErrVersionConflict.
-func (s *Store) Append(ctx context.Context, tx pgx.Tx, streamID string, expected int64, at time.Time, events ...NewEvent) (int64, error) {
-	if len(events) == 0 {
-		return expected, nil
-	}
-	op, err := NewAppendOp(streamID, expected, at, events...)
-	if err != nil {
-		return 0, err
-	}
-	if err := op.Check(tx.Exec(ctx, op.SQL, op.Args...)); err != nil {
-		return 0, err
-	}
-	return op.NewVersion(), nil
-}
-
-// AppendOp is an append as one SQL statement, for callers that pipeline it with other
-// statements of their transaction (pgx.Batch). Check interprets its result.
-type AppendOp struct {
-	SQL      string
-	Args     []any
-	streamID string
-	expected int64
-	count    int
-}
-
-// The guard sees the stream's current version; two appenders that both pass it collide on
-// UNIQUE (stream_id, version), so exactly one wins.
-const appendSQL = `
-	INSERT INTO events (stream_id, version, type, payload, metadata, recorded_at)
-	SELECT $1, $2 + n.ord, n.type, n.payload::jsonb, n.meta::jsonb, $6
-	FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS n(type, payload, meta, ord)
-	WHERE (SELECT coalesce(max(version), 0) FROM events WHERE stream_id = $1) = $2`
-
-// NewAppendOp prepares the append of events to streamID at expected.
-func NewAppendOp(streamID string, expected int64, at time.Time, events ...NewEvent) (*AppendOp, error) {
-	types := make([]string, len(events))
-	payloads := make([]string, len(events))
-	metas := make([]string, len(events))
-	for i, e := range events {
-		p, err := json.Marshal(e.Payload)
-		if err != nil {
-			return nil, fmt.Errorf("eventstore: marshal %s: %w", e.Type, err)
-		}
-		m, err := json.Marshal(e.Metadata)
-		if err != nil {
-			return nil, err
-		}
-		types[i], payloads[i], metas[i] = e.Type, string(p), string(m)
-	}
-	return &AppendOp{SQL: appendSQL, Args: []any{streamID, expected, types, payloads, metas, at},
-		streamID: streamID, expected: expected, count: len(events)}, nil
-}
-
-// NewVersion is the stream's version once the append has succeeded.
-func (op *AppendOp) NewVersion() int64 { return op.expected + int64(op.count) }
-
-// Check turns the statement's outcome into nil, ErrVersionConflict or the error.
-func (op *AppendOp) Check(tag pgconn.CommandTag, err error) error {
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return ErrVersionConflict
-		}
-		return fmt.Errorf("eventstore: append to %s: %w", op.streamID, err)
-	}
-	if tag.RowsAffected() != int64(op.count) {
-		return ErrVersionConflict
-	}
-	return nil
-}
-
 // Appended tells in-process subscribers that a transaction with appends has committed.
 func (s *Store) Appended() {
 	if s.OnAppend != nil {
@@ -173,124 +113,84 @@ func (s *Store) Appended() {
 	}
 }
 
-// WithTx runs fn in a transaction and announces the appends it made once it commits.
+// WithTx runs fn in a transaction and announces the appends it made once it commits. When an
+// append found no partition for its position, the missing partitions are created and fn runs
+// once more (nothing of the first run was committed).
 func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	if err := pgx.BeginFunc(ctx, s.Pool, fn); err != nil {
+	err := pgx.BeginFunc(ctx, s.Pool, fn)
+	if errors.Is(err, ErrNoPartition) {
+		if _, perr := EnsurePartitions(ctx, s.Pool); perr != nil {
+			return errors.Join(err, perr)
+		}
+		err = pgx.BeginFunc(ctx, s.Pool, fn)
+	}
+	if err != nil {
 		return err
 	}
 	s.Appended()
 	return nil
 }
 
-// The transaction id is read as text (pgx has no xid8 codec) under another name: an output
-// column named transaction_id would make ORDER BY transaction_id sort the text, and
-// "10000" < "9999" would reorder, skip and repeat events at every power of ten.
-const eventColumns = `position, transaction_id::text AS tx_text, stream_id, version, type, payload, metadata, recorded_at`
-
-// ReadStream returns the events of one stream with version > after, in version order.
-func ReadStream(ctx context.Context, q Querier, streamID string, after int64) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE stream_id = $1 AND version > $2 ORDER BY version`, streamID, after)
-	if err != nil {
-		return nil, err
-	}
-	return scanEvents(rows)
+// EnsurePartitions creates the partitions of the events table that the next appends need (two
+// partition sizes ahead of the position sequence) and returns how many it created.
+func EnsurePartitions(ctx context.Context, q Querier) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT kyapi_ensure_event_partitions()`).Scan(&n)
+	return n, err
 }
 
-// visible restricts a read to transactions that can no longer commit anything new below
-// them: every transaction with an id under the snapshot's xmin has ended, so no event can
-// later appear behind a reader that has passed it.
-const visible = `transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
-
-// ReadAll returns up to limit events after the given position, in global order, never
-// skipping one that commits later with a lower position.
-func ReadAll(ctx context.Context, q Querier, after Position, limit int) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE (transaction_id, position) > ($1::text::xid8, $2) AND `+visible+`
-		ORDER BY transaction_id, position LIMIT $3`, strconv.FormatUint(after.TxID, 10), after.Pos, limit)
-	if err != nil {
-		return nil, err
+// MapError turns a failed append statement into ErrVersionConflict or ErrNoPartition (wrapping
+// the database error), or leaves it as it is.
+func MapError(err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
 	}
-	return scanEvents(rows)
+	switch {
+	case pgErr.Code == "KY001" || pgErr.Code == "23505":
+		return fmt.Errorf("%w: %s", ErrVersionConflict, pgErr.Message)
+	case pgErr.Code == "23514" && pgErr.TableName == "events":
+		return fmt.Errorf("%w: %s", ErrNoPartition, pgErr.Message)
+	}
+	return err
 }
 
-// NextBatch finds the end of the next batch of at most limit visible events after the given
-// position, without reading their bodies. n is 0 when there is nothing new.
-func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end Position, n int, err error) {
-	var tx string
-	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
-			SELECT transaction_id, position FROM events
-			WHERE (transaction_id, position) > ($1::text::xid8, $2) AND `+visible+`
-			ORDER BY transaction_id, position LIMIT $3) o
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`,
-		strconv.FormatUint(after.TxID, 10), after.Pos, limit).Scan(&tx, &end.Pos, &n)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return after, 0, nil
-	}
-	if err != nil || n == 0 {
-		return after, 0, err
-	}
-	end.TxID, err = strconv.ParseUint(tx, 10, 64)
-	return end, n, err
-}
-
-// ReadRange returns the events in (after, upto] in global order. upto must come from
-// NextBatch, so that the range is closed: no transaction can add to it any more.
-func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
-	return ReadRangeOf(ctx, q, after, upto, "")
-}
-
-// ReadRangeOf is ReadRange restricted to the streams whose id starts with streamPrefix
-// ("" for all). A projection that reads only account streams then never loads the catalog's
-// large payloads.
-func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefix string) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+` FROM events
-		WHERE (transaction_id, position) > ($1::text::xid8, $2)
-		  AND (transaction_id, position) <= ($3::text::xid8, $4)
-		  AND starts_with(stream_id, $5)
-		ORDER BY transaction_id, position`,
-		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefix)
-	if err != nil {
-		return nil, err
-	}
-	return scanEvents(rows)
-}
-
-// Head returns the position of the newest committed event. A reader that has passed it has
-// seen everything committed before Head was called.
-func Head(ctx context.Context, q Querier) (Position, error) {
-	var tx string
-	var p Position
-	err := q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position FROM events
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&tx, &p.Pos)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Position{}, nil
-	}
-	if err != nil {
-		return p, err
-	}
-	p.TxID, err = strconv.ParseUint(tx, 10, 64)
-	return p, err
-}
+// eventColumns are read by every event query, in scanEvents' order. The transaction id is read
+// as text (pgx has no xid8 codec) under another name: an output column named transaction_id
+// would make ORDER BY transaction_id sort the text, and "10000" < "9999" would reorder, skip
+// and repeat events at every power of ten.
+const eventColumns = `e.position, e.transaction_id::text AS tx_text, s.stream_id, e.version, e.type,
+	e.payload, e.metadata, e.recorded_at, e.hash`
 
 func scanEvents(rows pgx.Rows) ([]Event, error) {
 	defer rows.Close()
 	var out []Event
 	for rows.Next() {
-		var e Event
-		var tx string
-		var meta []byte
-		if err := rows.Scan(&e.Position, &tx, &e.StreamID, &e.Version, &e.Type, &e.Payload, &meta, &e.RecordedAt); err != nil {
-			return nil, err
-		}
-		var err error
-		if e.TxID, err = strconv.ParseUint(tx, 10, 64); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(meta, &e.Metadata); err != nil {
+		e, err := scanEvent(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+func scanEvent(row pgx.Row) (Event, error) {
+	var e Event
+	var tx string
+	var payload, meta, hash []byte
+	if err := row.Scan(&e.Position, &tx, &e.StreamID, &e.Version, &e.Type, &payload, &meta, &e.RecordedAt, &hash); err != nil {
+		return e, err
+	}
+	var err error
+	if e.TxID, err = strconv.ParseUint(tx, 10, 64); err != nil {
+		return e, err
+	}
+	e.Payload, e.RawMetadata = payload, meta
+	e.RecordedAt = e.RecordedAt.UTC()
+	copy(e.Hash[:], hash)
+	if err := json.Unmarshal(meta, &e.Metadata); err != nil {
+		return e, fmt.Errorf("eventstore: metadata of event %d: %w", e.Position, err)
+	}
+	return e, nil
 }

@@ -2,13 +2,18 @@ package eventstore_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
@@ -16,53 +21,134 @@ import (
 
 var at = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
-func TestAppendWithTheExpectedVersionAndReadTheStreamBack(t *testing.T) {
+// appendTo appends events to one stream at its head in a transaction of its own (the stream
+// head is locked, as the catalog import does).
+func appendTo(t testing.TB, store *eventstore.Store, stream string, when time.Time, events ...eventstore.NewEvent) {
+	t.Helper()
 	ctx := context.Background()
-	store := eventstore.New(pgtest.NewPool(t))
 	err := store.WithTx(ctx, func(tx pgx.Tx) error {
-		v, err := store.Append(ctx, tx, "s-1", 0, at,
-			eventstore.NewEvent{Type: "A", Payload: map[string]int{"n": 1}, Metadata: eventstore.Metadata{RequestID: "r1", Actor: "test"}},
-			eventstore.NewEvent{Type: "B", Payload: map[string]int{"n": 2}})
-		if v != 2 {
-			t.Errorf("new version = %d, want 2", v)
+		heads, err := eventstore.OpenHeads(ctx, tx, true, stream)
+		if err != nil {
+			return err
 		}
+		_, err = eventstore.Append(ctx, tx, heads[stream], when, events...)
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+func event(typ string, n int) eventstore.NewEvent {
+	return eventstore.NewEvent{Type: typ, Payload: map[string]int{"n": n}}
+}
+
+func TestAppendAtTheHeadAndReadTheStreamBackWithItsHashChain(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	appendTo(t, store, "s-1", at,
+		eventstore.NewEvent{Type: "A", Payload: map[string]int{"n": 1}, Metadata: eventstore.Metadata{RequestID: "r1", Actor: "test"}},
+		eventstore.NewEvent{Type: "B", Payload: json.RawMessage(`{"kept":  "as written"}`)})
+	appendTo(t, store, "s-1", at.Add(time.Second), event("C", 3))
+
 	events, err := eventstore.ReadStream(ctx, store.Pool, "s-1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != 2 || events[0].Type != "A" || events[1].Version != 2 || events[0].Metadata.RequestID != "r1" || events[0].Metadata.Actor != "test" {
+	if len(events) != 3 || events[0].Type != "A" || events[2].Version != 3 || events[0].Metadata.RequestID != "r1" || events[0].Metadata.Actor != "test" {
 		t.Fatalf("read back %+v", events)
 	}
-	if !events[0].RecordedAt.Equal(at) {
-		t.Errorf("recorded_at = %v, want %v", events[0].RecordedAt, at)
+	if string(events[1].Payload) != `{"kept":  "as written"}` {
+		t.Errorf("payload = %s; the stored JSON text must be the text appended (it is what was hashed)", events[1].Payload)
+	}
+	if !events[0].RecordedAt.Equal(at) || !events[2].RecordedAt.Equal(at.Add(time.Second)) {
+		t.Errorf("recorded_at = %v, %v", events[0].RecordedAt, events[2].RecordedAt)
+	}
+	prev := eventstore.ZeroHash
+	for _, e := range events {
+		if !eventstore.Verify(prev, e) {
+			t.Fatalf("event v%d does not verify against its predecessor", e.Version)
+		}
+		prev = e.Hash
+	}
+	head, ok, err := eventstore.StreamHead(ctx, store.Pool, "s-1")
+	if err != nil || !ok || head.Version != 3 || head.Hash != prev || !head.At.Equal(at.Add(time.Second)) {
+		t.Fatalf("head = %+v, %v, %v; want version 3 with the last event's hash and time", head, ok, err)
 	}
 }
 
-func TestAppendAtAStaleVersionIsAConflictAndWritesNothing(t *testing.T) {
+// The append statement itself refuses a head that moved since it was read, so the whole
+// transaction — including everything it wrote before the append — is rolled back.
+func TestAnAppendFromAStaleHeadAbortsItsWholeTransaction(t *testing.T) {
 	ctx := context.Background()
-	store := eventstore.New(pgtest.NewPool(t))
-	appendAt := func(expected int64) error {
-		return store.WithTx(ctx, func(tx pgx.Tx) error {
-			_, err := store.Append(ctx, tx, "s", expected, at, eventstore.NewEvent{Type: "X", Payload: struct{}{}})
-			return err
-		})
-	}
-	if err := appendAt(0); err != nil {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	appendTo(t, store, "s", at, event("X", 1))
+	if _, err := pool.Exec(ctx, `CREATE TABLE side_effects (n int)`); err != nil {
 		t.Fatal(err)
 	}
-	for _, expected := range []int64{0, 2, 5} {
-		if err := appendAt(expected); !errors.Is(err, eventstore.ErrVersionConflict) {
-			t.Errorf("append at expected %d: err = %v, want ErrVersionConflict", expected, err)
+	err := store.WithTx(ctx, func(tx pgx.Tx) error {
+		heads, err := eventstore.OpenHeads(ctx, tx, false, "s")
+		if err != nil {
+			return err
 		}
+		stale := *heads["s"]
+		stale.Version = 0 // as if read before the first append
+		if _, err := tx.Exec(ctx, `INSERT INTO side_effects VALUES (1)`); err != nil {
+			return err
+		}
+		_, err = eventstore.Append(ctx, tx, &stale, at, event("X", 2))
+		return err
+	})
+	if !errors.Is(err, eventstore.ErrVersionConflict) {
+		t.Fatalf("err = %v, want ErrVersionConflict", err)
 	}
-	events, _ := eventstore.ReadStream(ctx, store.Pool, "s", 0)
-	if len(events) != 1 {
-		t.Errorf("stream has %d events, want 1", len(events))
+	var n int
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM side_effects`).Scan(&n)
+	events, _ := eventstore.ReadStream(ctx, pool, "s", 0)
+	if n != 0 || len(events) != 1 {
+		t.Fatalf("after the conflict: %d side effects and %d events, want 0 and 1", n, len(events))
+	}
+}
+
+func TestRecordedAtNeverDecreasesWithinAStream(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	appendTo(t, store, "s", at, event("A", 1))
+	appendTo(t, store, "s", at.Add(-time.Hour), event("B", 2)) // a process whose clock is behind
+	appendTo(t, store, "s", at.Add(time.Minute), event("C", 3))
+	events, err := eventstore.ReadStream(ctx, store.Pool, "s", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !events[1].RecordedAt.Equal(at) || !events[2].RecordedAt.Equal(at.Add(time.Minute)) {
+		t.Fatalf("recorded_at = %v, %v, %v; want the late clock clamped to the previous event's time",
+			events[0].RecordedAt, events[1].RecordedAt, events[2].RecordedAt)
+	}
+}
+
+// eventstore.EventHash and the SQL function kyapi_event_hash (used to chain events that
+// existed before the chain did) must agree byte for byte.
+func TestTheGoAndSQLEventHashesAgree(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	for i := 0; i < 50; i++ {
+		var prev [32]byte
+		_, _ = rand.Read(prev[:])
+		stream := fmt.Sprintf("account-é%d", i)
+		payload := fmt.Sprintf(`{"n": %d, "s": "ü\u0000x"}`, i)
+		meta := `{"actor":"test"}`
+		when := at.Add(time.Duration(mrand.Int64N(1e15))).Truncate(time.Microsecond)
+		want := eventstore.EventHash(prev, stream, int64(i+1), "Type"+fmt.Sprint(i), []byte(payload), []byte(meta), when)
+		var got []byte
+		err := pool.QueryRow(ctx, `SELECT kyapi_event_hash($1, $2, $3, $4, $5, $6, $7)`,
+			prev[:], stream, int64(i+1), "Type"+fmt.Sprint(i), payload, meta, when).Scan(&got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hex.EncodeToString(got) != hex.EncodeToString(want[:]) {
+			t.Fatalf("input %d: SQL hash %x, Go hash %x", i, got, want)
+		}
 	}
 }
 
@@ -83,7 +169,11 @@ func TestReadAllNeverSkipsAnEventUnderConcurrentAppends(t *testing.T) {
 			stream := fmt.Sprintf("w-%d", w)
 			for v := int64(0); v < perWriter; v++ {
 				err := store.WithTx(ctx, func(tx pgx.Tx) error {
-					if _, err := store.Append(ctx, tx, stream, v, at, eventstore.NewEvent{Type: "E", Payload: map[string]int64{"v": v + 1}}); err != nil {
+					heads, err := eventstore.OpenHeads(ctx, tx, true, stream)
+					if err != nil {
+						return err
+					}
+					if _, err := eventstore.Append(ctx, tx, heads[stream], at, eventstore.NewEvent{Type: "E", Payload: map[string]int64{"v": v + 1}}); err != nil {
 						return err
 					}
 					if (int(v)+w)%7 == 0 {
@@ -147,30 +237,34 @@ func TestReadAllNeverSkipsAnEventUnderConcurrentAppends(t *testing.T) {
 	}
 }
 
+// waitVisible waits until n events are visible to the gap-free reader: transactions elsewhere
+// on the shared test cluster can hold back the snapshot xmin for a moment.
+func waitVisible(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if _, got, _ := eventstore.NextBatch(context.Background(), pool, eventstore.Position{}, n+1); got == n {
+			return
+		}
+	}
+	t.Fatalf("%d events never became visible", n)
+}
+
 func TestNextBatchAndReadRangeCoverTheSameEvents(t *testing.T) {
 	ctx := context.Background()
 	store := eventstore.New(pgtest.NewPool(t))
-	for i := int64(0); i < 10; i++ {
-		_ = store.WithTx(ctx, func(tx pgx.Tx) error {
-			_, err := store.Append(ctx, tx, "s", i, at, eventstore.NewEvent{Type: "E", Payload: struct{}{}})
-			return err
-		})
+	for i := 0; i < 10; i++ {
+		appendTo(t, store, "s", at, event("E", i))
 	}
-	// Transactions elsewhere on the cluster can hold back the snapshot xmin for a moment.
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if _, n, _ := eventstore.NextBatch(ctx, store.Pool, eventstore.Position{}, 100); n == 10 {
-			break
-		}
-	}
+	waitVisible(t, store.Pool, 10)
 	end, n, err := eventstore.NextBatch(ctx, store.Pool, eventstore.Position{}, 4)
 	if err != nil || n != 4 {
 		t.Fatalf("NextBatch = %v, %d, %v", end, n, err)
 	}
 	got, err := eventstore.ReadRange(ctx, store.Pool, eventstore.Position{}, end)
-	if err != nil || len(got) != 4 || got[3].At() != end {
+	if err != nil || len(got) != 4 || got[3].At() != end || got[0].StreamID != "s" {
 		t.Fatalf("ReadRange = %d events, err %v", len(got), err)
 	}
-	head, _ := eventstore.Head(ctx, store.Pool)
+	head, _ := eventstore.GlobalHead(ctx, store.Pool)
 	rest, _ := eventstore.ReadRange(ctx, store.Pool, end, head)
 	if len(rest) != 6 {
 		t.Fatalf("rest = %d, want 6", len(rest))
@@ -186,9 +280,12 @@ func TestNextBatchAndReadRangeCoverTheSameEvents(t *testing.T) {
 func TestGlobalOrderIsNumericAcrossAPowerOfTenInTransactionIds(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO streams (stream_id) VALUES ('s')`); err != nil {
+		t.Fatal(err)
+	}
 	for i, tx := range []string{"98", "99", "100", "101"} {
-		if _, err := pool.Exec(ctx, `INSERT INTO events (transaction_id, stream_id, version, type, payload, recorded_at)
-			VALUES ($1::text::xid8, 's', $2, 'E', '{}', now())`, tx, i+1); err != nil {
+		if _, err := pool.Exec(ctx, `INSERT INTO events (transaction_id, stream_no, version, type, hash, payload, recorded_at)
+			VALUES ($1::text::xid8, (SELECT stream_no FROM streams), $2, 'E', '\x00', '{}', now())`, tx, i+1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -210,12 +307,171 @@ func TestGlobalOrderIsNumericAcrossAPowerOfTenInTransactionIds(t *testing.T) {
 	if fmt.Sprint(versions) != "[1 2 3 4]" {
 		t.Fatalf("read versions %v in global order, want [1 2 3 4]", versions)
 	}
-	head, err := eventstore.Head(ctx, pool)
+	head, err := eventstore.GlobalHead(ctx, pool)
 	if err != nil || head.TxID != 101 {
 		t.Fatalf("head = %v, %v; want transaction 101", head, err)
 	}
 	end, n, err := eventstore.NextBatch(ctx, pool, eventstore.Position{}, 3)
 	if err != nil || n != 3 || end.TxID != 100 {
 		t.Fatalf("NextBatch = %v, %d, %v; want 3 events ending at transaction 100", end, n, err)
+	}
+}
+
+func TestStreamPagesTileTheWholeStreamWithoutGapOrRepeat(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	for i := 0; i < 40; i++ {
+		appendTo(t, store, "mine", at, event("E", i), event("E", i))
+		appendTo(t, store, "other", at, event("O", i)) // interleaved positions
+	}
+	var versions []int64
+	after := int64(0)
+	for {
+		page, err := eventstore.ReadStreamPage(ctx, store.Pool, "mine", after, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			if e.StreamID != "mine" {
+				t.Fatalf("page holds an event of %s", e.StreamID)
+			}
+			versions = append(versions, e.Version)
+		}
+		after = page[len(page)-1].Position
+	}
+	if len(versions) != 80 {
+		t.Fatalf("pages held %d events, want 80", len(versions))
+	}
+	for i, v := range versions {
+		if v != int64(i+1) {
+			t.Fatalf("page order %v is not version order", versions)
+		}
+	}
+}
+
+// LastAt must equal a scan of the whole stream at any instant, marks or not.
+func TestLastAtFindsTheNewestEventAtOrBeforeAnyInstant(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	const n = 700 // spans two marks (every 256th event)
+	var events []eventstore.NewEvent
+	times := make([]time.Time, n)
+	when := at
+	for i := 0; i < n; i++ {
+		when = when.Add(time.Duration(mrand.IntN(3)) * time.Second) // equal times happen
+		times[i] = when
+		events = append(events, event("E", i+1))
+		if len(events) == 50 || i == n-1 {
+			first := i + 1 - len(events)
+			for j := range events {
+				appendTo(t, store, "s", times[first+j], events[j])
+			}
+			events = nil
+		}
+		appendTo(t, store, "noise", when, event("N", i)) // other streams' marks must not matter
+	}
+	check := func(instant time.Time) {
+		t.Helper()
+		want := int64(0)
+		for i, tm := range times {
+			if !tm.After(instant) {
+				want = int64(i + 1)
+			}
+		}
+		e, ok, err := eventstore.LastAt(ctx, store.Pool, "s", instant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case want == 0 && ok:
+			t.Fatalf("at %v: found v%d, want none", instant, e.Version)
+		case want > 0 && (!ok || e.Version != want):
+			t.Fatalf("at %v: found v%d (%v), want v%d", instant, e.Version, ok, want)
+		}
+	}
+	check(at.Add(-time.Second))
+	check(when.Add(time.Hour))
+	for i := 0; i < 200; i++ {
+		check(times[mrand.IntN(n)].Add(time.Duration(mrand.IntN(3)-1) * 500 * time.Millisecond))
+	}
+}
+
+// With small partitions, appends run past the partitions created ahead: the append fails with
+// ErrNoPartition inside the transaction, and WithTx creates the partitions and runs it again.
+func TestAppendsPastTheLastPartitionCreateTheNextOnes(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	// Replace the (empty) partitions made at migration by ones of 1,000 positions.
+	if _, err := pool.Exec(ctx, `DO $$ DECLARE p text; BEGIN
+			FOR p IN SELECT name FROM kyapi_event_partitions() LOOP EXECUTE format('DROP TABLE %I', p); END LOOP;
+			UPDATE event_partitioning SET partition_size = 1000;
+			PERFORM kyapi_ensure_event_partitions();
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	var before int
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM kyapi_event_partitions()`).Scan(&before)
+	for i := 0; i < 5; i++ {
+		batch := make([]eventstore.NewEvent, 1000)
+		for j := range batch {
+			batch[j] = event("E", j)
+		}
+		appendTo(t, store, fmt.Sprintf("s%d", i%2), at, batch...)
+	}
+	var after, total int
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM kyapi_event_partitions()`).Scan(&after)
+	_ = pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&total)
+	if total != 5000 || after <= before {
+		t.Fatalf("%d events in %d partitions (%d before); want 5000 events in new partitions", total, after, before)
+	}
+	events, err := eventstore.ReadStream(ctx, pool, "s0", 0)
+	if err != nil || len(events) != 3000 || events[2999].Version != 3000 {
+		t.Fatalf("stream s0 read back %d events, err %v", len(events), err)
+	}
+}
+
+// Concurrent appenders of the same new streams, each locking its heads, serialize: both
+// batches land, one after the other, on one chain.
+func TestConcurrentLockedAppendsToTheSameStreamsBothLand(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	streams := []string{"c", "a", "b"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- store.WithTx(ctx, func(tx pgx.Tx) error {
+				heads, err := eventstore.OpenHeads(ctx, tx, true, streams...)
+				if err != nil {
+					return err
+				}
+				var b eventstore.Batch
+				for _, s := range streams {
+					if _, err := b.Add(heads[s], at, event("E", w)); err != nil {
+						return err
+					}
+				}
+				return eventstore.Write(ctx, tx, &b)
+			})
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range streams {
+		events, _ := eventstore.ReadStream(ctx, store.Pool, s, 0)
+		if len(events) != 2 || !eventstore.Verify(eventstore.ZeroHash, events[0]) || !eventstore.Verify(events[0].Hash, events[1]) {
+			t.Fatalf("stream %s: %d events, or a broken chain", s, len(events))
+		}
 	}
 }

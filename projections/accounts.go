@@ -2,8 +2,6 @@ package projections
 
 import (
 	"context"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -14,61 +12,107 @@ import (
 	"github.com/kyapi/kyapi/eventstore"
 )
 
-// accountEvent is the part every account event shares.
-type accountEvent struct {
-	AccountID string `json:"account_id"`
-	domain.Ledger
-}
-
 // accountStreams is the stream-id prefix of every account's stream (domain.AccountStream).
 const accountStreams = "account-"
 
-func isAccountEvent(e eventstore.Event) bool { return strings.HasPrefix(e.StreamID, accountStreams) }
-
-func decode(e eventstore.Event, v any) error {
-	if err := json.Unmarshal(e.Payload, v); err != nil {
-		return fmt.Errorf("event %d (%s): %w", e.Position, e.Type, err)
-	}
-	return nil
+// accountFact is an account event as the account projections read it.
+type accountFact struct {
+	accountID  string
+	version    int64
+	recordedAt time.Time
+	domain.AccountFact
 }
 
-// Balances keeps each account's balance. Version-guarded: a later version that arrives first
-// is kept, the earlier one is ignored.
+// accountFacts decodes the account events among events, in order.
+func accountFacts(events []eventstore.Event) ([]accountFact, error) {
+	out := make([]accountFact, 0, len(events))
+	for _, e := range events {
+		id := domain.AccountOfStream(e.StreamID)
+		if id == "" {
+			continue
+		}
+		f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("event %d: %w", e.Position, err)
+		}
+		out = append(out, accountFact{accountID: id, version: e.Version, recordedAt: e.RecordedAt, AccountFact: f})
+	}
+	return out, nil
+}
+
+// Balances keeps each account's balance (version-guarded: a later version that arrives first
+// is kept) and its totals (sums, so commutative). The audit compares both with the write model.
 type Balances struct{}
 
 func (Balances) Name() string         { return "balances" }
 func (Balances) StreamPrefix() string { return accountStreams }
 
+// accountSums are the totals one batch adds to an account.
+type accountSums struct {
+	balance, version                                                 int64
+	purchased, bonus, charged, requestsCharged, requestsDeduplicated int64
+}
+
+func (s *accountSums) add(f accountFact) {
+	if f.version > s.version {
+		s.balance, s.version = f.BalanceAfter, f.version
+	}
+	switch f.Type {
+	case domain.EventCreditsPurchased:
+		s.purchased += f.CreditsDelta
+	case domain.EventBonusGranted:
+		s.bonus += f.CreditsDelta
+	case domain.EventRequestCharged:
+		s.charged -= f.CreditsDelta
+		s.requestsCharged++
+	case domain.EventRequestDeduplicated:
+		s.charged -= f.CreditsDelta
+		s.requestsDeduplicated++
+	}
+}
+
 func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	// Only each account's highest version in the batch matters: one row per account.
-	latest := map[string]int{}
+	facts, err := accountFacts(events)
+	if err != nil {
+		return err
+	}
+	sums := map[string]*accountSums{}
 	var ids []string
-	var balances, versions []int64
-	for _, e := range events {
-		if !isAccountEvent(e) {
-			continue
+	for _, f := range facts {
+		s := sums[f.accountID]
+		if s == nil {
+			s = &accountSums{}
+			sums[f.accountID] = s
+			ids = append(ids, f.accountID)
 		}
-		var a accountEvent
-		if err := decode(e, &a); err != nil {
-			return err
-		}
-		i, seen := latest[a.AccountID]
-		if !seen {
-			latest[a.AccountID] = len(ids)
-			ids, balances, versions = append(ids, a.AccountID), append(balances, a.BalanceAfter), append(versions, e.Version)
-			continue
-		}
-		if e.Version > versions[i] {
-			balances[i], versions[i] = a.BalanceAfter, e.Version
-		}
+		s.add(f)
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO rm_balances (account_id, balance, version)
-		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-		ON CONFLICT (account_id) DO UPDATE SET balance = EXCLUDED.balance, version = EXCLUDED.version
-		WHERE rm_balances.version < EXCLUDED.version`, ids, balances, versions)
+	n := len(ids)
+	cols := make([][]int64, 7)
+	for i := range cols {
+		cols[i] = make([]int64, n)
+	}
+	for i, id := range ids {
+		s := sums[id]
+		for j, v := range []int64{s.balance, s.version, s.purchased, s.bonus, s.charged, s.requestsCharged, s.requestsDeduplicated} {
+			cols[j][i] = v
+		}
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO rm_balances AS r (account_id, balance, version, purchased_credits, bonus_credits,
+			charged_credits, requests_charged, requests_deduplicated)
+		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
+		ON CONFLICT (account_id) DO UPDATE SET
+			balance = CASE WHEN r.version < EXCLUDED.version THEN EXCLUDED.balance ELSE r.balance END,
+			version = greatest(r.version, EXCLUDED.version),
+			purchased_credits = r.purchased_credits + EXCLUDED.purchased_credits,
+			bonus_credits = r.bonus_credits + EXCLUDED.bonus_credits,
+			charged_credits = r.charged_credits + EXCLUDED.charged_credits,
+			requests_charged = r.requests_charged + EXCLUDED.requests_charged,
+			requests_deduplicated = r.requests_deduplicated + EXCLUDED.requests_deduplicated`,
+		ids, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6])
 	return err
 }
 
@@ -77,86 +121,95 @@ func (Balances) Reset(ctx context.Context, tx pgx.Tx) error {
 	return err
 }
 
-// Ledger keeps every account fact with its credits delta and the balance after it.
-type Ledger struct{}
+// AccountDays sums each account's UTC days per kind of fact (rm_account_days): purchases,
+// bonuses and each metered operation, plus the day's closing balance. Statements and the
+// console read a row per day instead of every event. Sums are commutative and the closing
+// balance is version-guarded, so events may arrive in any order.
+type AccountDays struct{}
 
-func (Ledger) Name() string         { return "ledger" }
-func (Ledger) StreamPrefix() string { return accountStreams }
+func (AccountDays) Name() string         { return "account_days" }
+func (AccountDays) StreamPrefix() string { return accountStreams }
 
-func (Ledger) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	var (
-		ids, types, payloads []string
-		versions, positions  []int64
-		deltas, balances     []int64
-		recorded             []time.Time
-	)
-	for _, e := range events {
-		if !isAccountEvent(e) {
+// dayKey is one row of rm_account_days.
+type dayKey struct{ account, day, kind string }
+
+type daySums struct {
+	count, rowsPaid, rowsDeduplicated, credits, cents, version, balanceAfter int64
+}
+
+func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	facts, err := accountFacts(events)
+	if err != nil {
+		return err
+	}
+	sums := map[dayKey]*daySums{}
+	var keys []dayKey
+	get := func(k dayKey) *daySums {
+		s := sums[k]
+		if s == nil {
+			s = &daySums{}
+			sums[k] = s
+			keys = append(keys, k)
+		}
+		return s
+	}
+	for _, f := range facts {
+		day := domain.Day(f.recordedAt)
+		closing := get(dayKey{f.accountID, day, ""})
+		if f.version > closing.version {
+			closing.version, closing.balanceAfter = f.version, f.BalanceAfter
+		}
+		kind := f.DayKind()
+		if kind == "" {
 			continue
 		}
-		var a accountEvent
-		if err := decode(e, &a); err != nil {
-			return err
+		s := get(dayKey{f.accountID, day, kind})
+		s.count++
+		switch {
+		case f.Metered():
+			s.rowsPaid += int64(len(f.Paid))
+			s.rowsDeduplicated += int64(len(f.Deduplicated))
+			s.credits -= f.CreditsDelta
+		default:
+			s.credits += f.CreditsDelta
+			s.cents += f.AmountCents
 		}
-		ids, versions, positions = append(ids, a.AccountID), append(versions, e.Version), append(positions, e.Position)
-		types, recorded = append(types, e.Type), append(recorded, e.RecordedAt)
-		deltas, balances, payloads = append(deltas, a.CreditsDelta), append(balances, a.BalanceAfter), append(payloads, string(e.Payload))
 	}
-	if len(ids) == 0 {
+	if len(keys) == 0 {
 		return nil
 	}
-	// One set-based statement per batch: rebuilds replay hundreds of thousands of rows.
-	_, err := tx.Exec(ctx, `INSERT INTO rm_ledger (account_id, version, position, type, recorded_at, credits_delta, balance_after, payload)
-		SELECT a, v, p, t, r, d, b, j::jsonb
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::timestamptz[], $6::bigint[], $7::bigint[], $8::text[])
-			AS u(a, v, p, t, r, d, b, j)
-		ON CONFLICT DO NOTHING`, ids, versions, positions, types, recorded, deltas, balances, payloads)
-	return err
-}
-
-func (Ledger) Reset(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `TRUNCATE rm_ledger`)
-	return err
-}
-
-// Keys keeps the key lookup: hash to account, state and grace end. States only move
-// forward (active, grace, revoked), so the updates are safe in any order.
-type Keys struct{}
-
-func (Keys) Name() string         { return "keys" }
-func (Keys) StreamPrefix() string { return accountStreams }
-
-func (Keys) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	b := &pgx.Batch{}
-	for _, e := range events {
-		switch e.Type {
-		case domain.EventKeyIssued:
-			var k domain.KeyIssued
-			if err := decode(e, &k); err != nil {
-				return err
-			}
-			hash, err := hex.DecodeString(k.KeyHash)
-			if err != nil {
-				return fmt.Errorf("event %d: key hash: %w", e.Position, err)
-			}
-			b.Queue(`INSERT INTO rm_keys (key_hash, key_id, account_id, last4, state, issued_at) VALUES ($1, $2, $3, $4, 'active', $5)
-				ON CONFLICT DO NOTHING`, hash, k.KeyID, k.AccountID, k.Last4, e.RecordedAt)
-			if k.RotatedKeyID != "" {
-				b.Queue(`UPDATE rm_keys SET state = 'grace', grace_until = $2 WHERE key_id = $1 AND state = 'active'`, k.RotatedKeyID, k.GraceUntil)
-			}
-		case domain.EventKeyRevoked:
-			var k domain.KeyRevoked
-			if err := decode(e, &k); err != nil {
-				return err
-			}
-			b.Queue(`UPDATE rm_keys SET state = 'revoked' WHERE key_id = $1`, k.KeyID)
+	n := len(keys)
+	accounts, days, kinds := make([]string, n), make([]string, n), make([]string, n)
+	cols := make([][]int64, 7)
+	for i := range cols {
+		cols[i] = make([]int64, n)
+	}
+	for i, k := range keys {
+		s := sums[k]
+		accounts[i], days[i], kinds[i] = k.account, k.day, k.kind
+		for j, v := range []int64{s.count, s.rowsPaid, s.rowsDeduplicated, s.credits, s.cents, s.version, s.balanceAfter} {
+			cols[j][i] = v
 		}
 	}
-	return tx.SendBatch(ctx, b).Close()
+	_, err = tx.Exec(ctx, `INSERT INTO rm_account_days AS r (account_id, day, kind, count, rows_paid, rows_deduplicated,
+			credits, cents, version, balance_after)
+		SELECT a, d::date, k, c, rp, rd, cr, ce, v, b
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
+			$9::bigint[], $10::bigint[]) AS u(a, d, k, c, rp, rd, cr, ce, v, b)
+		ON CONFLICT (account_id, day, kind) DO UPDATE SET
+			count = r.count + EXCLUDED.count,
+			rows_paid = r.rows_paid + EXCLUDED.rows_paid,
+			rows_deduplicated = r.rows_deduplicated + EXCLUDED.rows_deduplicated,
+			credits = r.credits + EXCLUDED.credits,
+			cents = r.cents + EXCLUDED.cents,
+			balance_after = CASE WHEN r.version < EXCLUDED.version THEN EXCLUDED.balance_after ELSE r.balance_after END,
+			version = greatest(r.version, EXCLUDED.version)`,
+		accounts, days, kinds, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6])
+	return err
 }
 
-func (Keys) Reset(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `TRUNCATE rm_keys`)
+func (AccountDays) Reset(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `TRUNCATE rm_account_days`)
 	return err
 }
 
@@ -167,29 +220,23 @@ type Usage struct{}
 func (Usage) Name() string         { return "usage" }
 func (Usage) StreamPrefix() string { return accountStreams }
 
-type usageEvent struct {
-	Operation    domain.Operation `json:"operation"`
-	Day          string           `json:"day"`
-	Paid         []string         `json:"paid"`
-	Deduplicated []string         `json:"deduplicated"`
-}
-
 func (Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	counts := map[[2]string]int64{}
 	for _, e := range events {
-		if e.Type != domain.EventRequestCharged && e.Type != domain.EventRequestDeduplicated {
+		if e.Type != domain.EventRequestCharged && e.Type != domain.EventRequestDeduplicated || !strings.HasPrefix(e.StreamID, accountStreams) {
 			continue
 		}
-		var u usageEvent
-		if err := decode(e, &u); err != nil {
-			return err
+		f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", e.Position, err)
 		}
-		if !u.Operation.UsageCounted() {
+		if !f.Operation.UsageCounted() {
 			continue
 		}
-		for _, r := range append(u.Paid, u.Deduplicated...) {
+		day := domain.Day(e.RecordedAt)
+		for _, r := range append(f.Paid, f.Deduplicated...) {
 			if id := domain.PlaceOfResource(r); id != "" {
-				counts[[2]string{u.Day, id}]++
+				counts[[2]string{day, id}]++
 			}
 		}
 	}

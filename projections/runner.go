@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -71,7 +72,15 @@ func handlerFor(p Projection) message.NoPublishHandlerFunc {
 		if err := json.Unmarshal(msg.Payload, &br); err != nil {
 			return err
 		}
-		return p.Handle(msg.Context(), br.From, br.To)
+		err := p.Handle(msg.Context(), br.From, br.To)
+		if errors.Is(err, errCheckpointMoved) {
+			// Another process applied this range first (every process runs the shared
+			// projections): not a failure. The nack makes the subscriber re-read the
+			// checkpoint; the ack the router then sends is ignored.
+			msg.Nack()
+			return nil
+		}
+		return err
 	}
 }
 
@@ -93,7 +102,7 @@ func (r *Runner) Close() error {
 // WaitCaughtUp waits until every projection has applied everything visible in the store
 // when it was called, or ctx ends.
 func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, ps []Projection) error {
-	head, err := eventstore.Head(ctx, pool)
+	head, err := eventstore.GlobalHead(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -122,7 +131,7 @@ func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, ps []Projection) erro
 // return p has seen everything up to the head; ctx bounds the wait. Used by serve before it
 // listens, and by rebuild and audit.
 func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
-	head, err := eventstore.Head(ctx, pool)
+	head, err := eventstore.GlobalHead(ctx, pool)
 	if err != nil {
 		return 0, err
 	}

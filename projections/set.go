@@ -8,7 +8,7 @@ import (
 
 // SQLAppliers are the read models kept in PostgreSQL, shared by every process.
 func SQLAppliers(canonicalBaseURL string) []SQLApplier {
-	return []SQLApplier{Balances{}, Keys{}, Ledger{}, Usage{}, Catalog{CanonicalBaseURL: canonicalBaseURL}}
+	return []SQLApplier{Balances{}, AccountDays{}, Usage{}, Catalog{CanonicalBaseURL: canonicalBaseURL}}
 }
 
 // All returns every projection a serving process runs: the shared SQL read models and,

@@ -64,12 +64,7 @@ func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 }
 
 func (s *Server) charge(r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
-	return s.Charger.Charge(r.Context(), commands.ChargeRequest{
-		KeyHash:   c.KeyHash,
-		RequestID: httpx.RequestIDFrom(r.Context()),
-		Operation: op,
-		Resources: resources,
-	})
+	return s.Meter.Charge(r.Context(), commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
 }
 
 // writeMetered is the one place that builds meta and writes a metered success.

@@ -82,6 +82,8 @@ func newFuzzServer(tb testing.TB) (http.Handler, string) {
 		tb.Fatal(err)
 	}
 
+	meter := commands.NewMeter(store, clk, commands.MeterOptions{})
+	tb.Cleanup(meter.Close)
 	accounts := commands.Accounts{Store: store, Clock: clk}
 	id, err := accounts.OpenAccount(ctx, "Fuzz Co", "fuzz@test.example", eventstore.Metadata{})
 	if err != nil {
@@ -100,7 +102,7 @@ func newFuzzServer(tb testing.TB) (http.Handler, string) {
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	srv := &readapi.Server{
-		Charger: commands.Charger{Store: store, Clock: clk}, Pool: pool, Index: index, Clock: clk,
+		Meter: meter, Pool: pool, Index: index, Clock: clk,
 		CanonicalBaseURL: baseURL, RateLimitPerMinute: 1 << 30, Log: logger,
 	}
 	return srv.Handler(), key.APIKey

@@ -54,7 +54,7 @@ type stack struct {
 	pool     *pgxpool.Pool
 	clock    *clock
 	accounts commands.Accounts
-	charger  commands.Charger
+	meter    *commands.Meter
 	server   *httptest.Server
 	log      *bytes.Buffer
 }
@@ -64,10 +64,12 @@ func newStack(t *testing.T) *stack {
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
 	clk := &clock{now: start}
+	meter := commands.NewMeter(store, clk.Now, commands.MeterOptions{})
+	t.Cleanup(meter.Close)
 	s := &stack{
 		t: t, pool: pool, clock: clk, log: &bytes.Buffer{},
-		accounts: commands.Accounts{Store: store, Clock: clk.Now},
-		charger:  commands.Charger{Store: store, Clock: clk.Now},
+		accounts: commands.Accounts{Store: store, Clock: clk.Now, KeysChanged: meter.Keys().Forget},
+		meter:    meter,
 	}
 	imported, err := (commands.ImportCatalog{Store: store, Clock: clk.Now}).Handle(ctx, strings.NewReader(catalogNDJSON(t)), eventstore.Metadata{})
 	if err != nil {
@@ -95,7 +97,7 @@ func newStack(t *testing.T) *stack {
 	logger.SetOutput(&lockedWriter{w: s.log})
 	logger.SetFormatter(&logrus.JSONFormatter{})
 	srv := &readapi.Server{
-		Charger: s.charger, Pool: pool, Index: index, Clock: clk.Now,
+		Meter: s.meter, Pool: pool, Index: index, Clock: clk.Now,
 		CanonicalBaseURL: baseURL, Log: logger,
 	}
 	s.server = httptest.NewServer(srv.Handler())
@@ -163,9 +165,11 @@ func (s *stack) customerWithBalance(balance int64) (accountID, key string) {
 	for i := range resources {
 		resources[i] = domain.PlaceResource(fmt.Sprintf("spent-%d", i))
 	}
-	res, err := s.charger.Charge(ctx, commands.ChargeRequest{
-		KeyHash: domain.HashKey(key), RequestID: "spend-down", Operation: domain.OpPlaceList, Resources: resources,
-	})
+	c, err := s.meter.Authenticate(ctx, domain.HashKey(key))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	res, err := s.meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: domain.OpPlaceList, Resources: resources})
 	if err != nil || res.Balance != balance {
 		s.t.Fatalf("spend down to %d: balance %d, %v", balance, res.Balance, err)
 	}

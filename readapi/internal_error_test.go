@@ -31,7 +31,7 @@ func TestA500SaysInternalErrorWithTheRequestIdAndOnlyTheLogHasTheCause(t *testin
 	logger := logrus.New()
 	logger.SetOutput(&lockedWriter{w: &logs})
 	logger.SetFormatter(&logrus.JSONFormatter{})
-	srv := httptest.NewServer((&readapi.Server{Charger: s.charger, Pool: s.pool, Index: brokenIndex{}, Clock: s.clock.Now,
+	srv := httptest.NewServer((&readapi.Server{Meter: s.meter, Pool: s.pool, Index: brokenIndex{}, Clock: s.clock.Now,
 		CanonicalBaseURL: baseURL, Log: logger}).Handler())
 	defer srv.Close()
 

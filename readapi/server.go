@@ -21,9 +21,9 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
-// Meter authenticates keys and charges requests. commands.Charger is the production
-// meter; an interface here lets a benchmark-only wiring (bench/unmetered) measure the
-// handlers without metering.
+// Meter authenticates keys and charges requests. commands.Meter is the production meter; an
+// interface here lets a benchmark-only wiring (bench/unmetered) measure the handlers without
+// metering.
 type Meter interface {
 	Authenticate(ctx context.Context, hash domain.KeyHash) (commands.Caller, error)
 	Charge(ctx context.Context, req commands.ChargeRequest) (commands.ChargeResult, error)
@@ -31,7 +31,7 @@ type Meter interface {
 
 // Server answers the public read API.
 type Server struct {
-	Charger          Meter
+	Meter            Meter
 	Pool             *pgxpool.Pool
 	Index            placeindex.Index
 	Clock            func() time.Time
@@ -101,11 +101,9 @@ func (s *Server) now() time.Time {
 	return s.Clock().UTC()
 }
 
-// caller is the authenticated key behind a data request.
-type caller struct {
-	commands.Caller
-	KeyHash domain.KeyHash
-}
+// caller is the authenticated key behind a data request, as authentication found it; the
+// charge carries it on.
+type caller = commands.Caller
 
 // dataHandler answers one data operation for an authenticated, rate-limited caller. It
 // writes only success; every error it returns is written by authorized, uncharged.
@@ -121,8 +119,8 @@ func (s *Server) authorized(limiter *rateLimiter, h dataHandler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		c := caller{KeyHash: domain.HashKey(key)}
-		if c.Caller, err = s.Charger.Authenticate(r.Context(), c.KeyHash); err != nil {
+		c, err := s.Meter.Authenticate(r.Context(), domain.HashKey(key))
+		if err != nil {
 			s.writeError(w, r, err)
 			return
 		}

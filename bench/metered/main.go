@@ -1,22 +1,21 @@
-// Command metered is a benchmark-only server for profiling: `kyapi serve`'s read API with
-// the real meter (commands.Charger) and every projection running, plus net/http/pprof on
-// a loopback address, so bench/run.sh can take a CPU profile while kyload drives it.
-// `kyapi serve` itself exposes no pprof endpoint.
+// Command metered is a benchmark-only server for profiling: `kyapi serve`'s own wiring
+// (app.Serve: the read API with the real meter, every projection running), plus
+// net/http/pprof on a loopback address, so bench/run.sh can take a CPU profile while kyload
+// drives it. `kyapi serve` itself exposes no pprof endpoint.
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // registers /debug/pprof on http.DefaultServeMux, served only on -pprof
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/kyapi/kyapi/bench/internal/benchserve"
-	"github.com/kyapi/kyapi/commands"
-	"github.com/kyapi/kyapi/eventstore"
-	"github.com/kyapi/kyapi/readapi"
+	"github.com/kyapi/kyapi/internal/app"
 )
 
 func main() {
@@ -24,13 +23,21 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := benchserve.Run(ctx, benchserve.Options{Projections: true, PprofAddr: *pprofAddr}, func(store *eventstore.Store) readapi.Meter {
-		// Wired as kyapi serve wires it: charges share transactions (group commit).
-		return commands.Charger{Store: store, Clock: time.Now,
-			Group: commands.NewGroupCommitter(store, time.Now, commands.GroupCommitOptions{})}
-	})
-	if err != nil {
+	if err := run(ctx, *pprofAddr); err != nil {
 		fmt.Fprintln(os.Stderr, "metered:", err)
 		os.Exit(1)
 	}
+}
+
+func run(ctx context.Context, pprofAddr string) error {
+	host, _, err := net.SplitHostPort(pprofAddr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("pprof address %q must be a loopback ip:port", pprofAddr)
+	}
+	go func() { _ = http.ListenAndServe(pprofAddr, nil) }()
+	cfg, err := app.LoadConfig()
+	if err != nil {
+		return err
+	}
+	return app.Serve(ctx, cfg, app.NewLogger(cfg.LogLevel), app.Options{Read: true, Projections: true})
 }

@@ -1,8 +1,9 @@
 // Package pgceiling measures PostgreSQL's own ceiling for the appends metering makes, on
 // the database the load test uses: single-row and 50-row INSERT transactions into a
-// scratch table shaped like events, and, for comparison, commands.Charger.Charge itself
-// (one metered request, one transaction) without HTTP in front. Each benchmark reports
-// rows/s with the same concurrency and pool size as `kyapi serve` (16 connections).
+// scratch table shaped like events (same columns, defaults and indexes; rows as lean as a
+// charge event), and, for comparison, commands.Meter.Charge itself (group commit, as `kyapi
+// serve` wires it) without HTTP in front. Each benchmark reports rows/s with the same
+// concurrency and pool size as `kyapi serve` (16 connections).
 //
 //	BENCH_DATABASE_URL=postgres://.../kyapi_bench go test -run '^$' -bench . -benchtime 5s ./bench/pgceiling/
 package pgceiling
@@ -28,8 +29,11 @@ import (
 // connections matches cmd/kyapi openDB's pool (at least 16) on this 2-core machine.
 const connections = 16
 
-// payload is about the size of a RequestCharged event's payload.
-const payload = `{"account_id":"acct_0123456789abcdef","key_id":"key_0123456789abcdef","request_id":"req_0123456789abcdef0123","operation":"places.detail","day":"2026-01-01","paid":["place:pl_0001234"],"deduplicated":[],"omitted_unpaid":0,"credits_delta":-1,"balance_after":4999999}`
+// payload is a RequestCharged event's payload (domain.RequestCharged) for a place detail.
+const payload = `{"k":1,"op":"places.detail","paid":["place:pl_0001234"],"d":-1,"b":4999999}`
+
+// hash stands for an event's 32-byte chained hash.
+var hash = make([]byte, 32)
 
 func openPool(b *testing.B) *pgxpool.Pool {
 	url := os.Getenv("BENCH_DATABASE_URL")
@@ -90,10 +94,10 @@ var streamSeq atomic.Int64
 func BenchmarkPostgresInsertSingleRow(b *testing.B) {
 	pool := openPool(b)
 	table := scratchTable(b, pool)
-	sql := `INSERT INTO ` + table + ` (stream_id, version, type, payload, metadata, recorded_at)
-		VALUES ($1, 1, 'RequestCharged', $2, '{"actor":"key:bench"}', now())`
+	sql := `INSERT INTO ` + table + ` (stream_no, version, type, hash, payload, recorded_at)
+		VALUES ($1, 1, 'RequestCharged', $2, $3, now())`
 	parallel(b, 1, func(ctx context.Context) error {
-		_, err := pool.Exec(ctx, sql, "bench-"+strconv.FormatInt(streamSeq.Add(1), 10), payload)
+		_, err := pool.Exec(ctx, sql, int32(streamSeq.Add(1)), hash, payload)
 		return err
 	})
 }
@@ -102,21 +106,21 @@ func BenchmarkPostgresInsertBatched50(b *testing.B) {
 	const rows = 50
 	pool := openPool(b)
 	table := scratchTable(b, pool)
-	sql := `INSERT INTO ` + table + ` (stream_id, version, type, payload, metadata, recorded_at)
-		SELECT s, 1, 'RequestCharged', $2::jsonb, '{"actor":"key:bench"}', now() FROM unnest($1::text[]) s`
+	sql := `INSERT INTO ` + table + ` (stream_no, version, type, hash, payload, recorded_at)
+		SELECT s, 1, 'RequestCharged', $2, $3::json, now() FROM unnest($1::int[]) s`
 	parallel(b, rows, func(ctx context.Context) error {
-		ids := make([]string, rows)
+		ids := make([]int32, rows)
 		for i := range ids {
-			ids[i] = "bench-" + strconv.FormatInt(streamSeq.Add(1), 10)
+			ids[i] = int32(streamSeq.Add(1))
 		}
-		_, err := pool.Exec(ctx, sql, ids, payload)
+		_, err := pool.Exec(ctx, sql, ids, hash, payload)
 		return err
 	})
 }
 
-// BenchmarkChargeParallel meters place-detail requests through commands.Charger with group
-// commit, as kyapi serve wires it, from 16 goroutines over 64 accounts: the append path of a metered
-// request without HTTP, the index or the read models.
+// BenchmarkChargeParallel meters place-detail requests through commands.Meter, as kyapi serve
+// wires it, from 16 goroutines over 64 accounts: the append path of a metered request without
+// HTTP, the index or the read models.
 func BenchmarkChargeParallel(b *testing.B) {
 	pool := openPool(b)
 	ctx := context.Background()
@@ -127,7 +131,9 @@ func BenchmarkChargeParallel(b *testing.B) {
 	accounts := commands.Accounts{Store: store, Clock: time.Now}
 	meta := eventstore.Metadata{Actor: "bench:pgceiling"}
 	run := time.Now().UnixNano()
-	var keys []domain.KeyHash
+	meter := commands.NewMeter(store, time.Now, commands.MeterOptions{})
+	defer meter.Close()
+	var callers []commands.Caller
 	for i := range 64 {
 		tag := fmt.Sprintf("%d-%d", run, i)
 		id, err := accounts.OpenAccount(ctx, "pgceiling "+tag, "pgceiling-"+tag+"@bench.example", meta)
@@ -145,18 +151,17 @@ func BenchmarkChargeParallel(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		keys = append(keys, domain.HashKey(key))
+		c, err := meter.Authenticate(ctx, domain.HashKey(key))
+		if err != nil {
+			b.Fatal(err)
+		}
+		callers = append(callers, c)
 	}
-	// Wired as kyapi serve wires it: concurrent charges share transactions (group commit).
-	group := commands.NewGroupCommitter(store, time.Now, commands.GroupCommitOptions{})
-	defer group.Close()
-	charger := commands.Charger{Store: store, Clock: time.Now, Group: group}
 	var seq atomic.Int64
 	parallel(b, 1, func(ctx context.Context) error {
 		n := seq.Add(1)
-		_, err := charger.Charge(ctx, commands.ChargeRequest{
-			KeyHash:   keys[n%int64(len(keys))],
-			RequestID: "req_pgceiling_" + strconv.FormatInt(n, 10),
+		_, err := meter.Charge(ctx, commands.ChargeRequest{
+			Caller:    callers[n%int64(len(callers))],
 			Operation: domain.OpPlaceDetail,
 			Resources: []string{domain.PlaceResource(fmt.Sprintf("pl_bench_%d", n))},
 		})

@@ -8,14 +8,15 @@ import (
 
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
 
 // loadDemoCatalog imports the demo catalog once: a database that already holds places is
 // left as it is, so restarting make run does not re-import 20,000 places.
 func loadDemoCatalog(ctx context.Context, store *eventstore.Store, places int) error {
-	var loaded bool
-	if err := store.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events WHERE type = 'PlaceImported')`).Scan(&loaded); err != nil {
+	loaded, err := eventstore.AnyStream(ctx, store.Pool, domain.PlaceStream(""))
+	if err != nil {
 		return err
 	}
 	if loaded {

@@ -11,11 +11,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sirupsen/logrus"
 
+	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/migrations"
 )
 
@@ -27,7 +26,7 @@ commands:
   import      import catalog NDJSON files: kyapi import FILE...
   demo-data   load the deterministic Kentucky demo catalog and a demo account
   rebuild     rebuild every projection from position 0
-  audit       replay every account's ledger and compare it with the read models
+  audit       check every stream's hash chain and every account's ledger against the write and read models
 `
 
 func main() {
@@ -51,7 +50,7 @@ func main() {
 	case "rebuild":
 		err = runRebuild(ctx, args)
 	case "audit":
-		err = runAudit(ctx)
+		err = runAudit(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
@@ -74,53 +73,18 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-func newLogger(level string) *logrus.Logger {
-	log := logrus.New()
-	log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
-	if l, err := logrus.ParseLevel(level); err == nil {
-		log.SetLevel(l)
-	}
-	return log
-}
-
 // connect reads the configuration and opens the database on the current schema.
-func connect(ctx context.Context) (config, *pgxpool.Pool, error) {
-	cfg, err := loadConfig()
+func connect(ctx context.Context) (app.Config, *pgxpool.Pool, error) {
+	cfg, err := app.LoadConfig()
 	if err != nil {
 		return cfg, nil, err
 	}
-	pool, err := openDB(ctx, cfg)
+	pool, err := app.OpenDB(ctx, cfg)
 	return cfg, pool, err
 }
 
-// openDB connects and applies migrations, so every command runs on the current schema.
-func openDB(ctx context.Context, cfg config) (*pgxpool.Pool, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	if pcfg.MaxConns < 16 {
-		pcfg.MaxConns = 16
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return nil, err
-	}
-	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("cannot reach PostgreSQL: %w", err)
-	}
-	if _, err := migrations.Apply(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return pool, nil
-}
-
 func runMigrate(ctx context.Context) error {
-	cfg, err := loadConfig()
+	cfg, err := app.LoadConfig()
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/projections"
 )
 
@@ -60,12 +61,12 @@ func runRebuild(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	head, err := eventstore.Head(ctx, pool)
+	head, err := eventstore.GlobalHead(ctx, pool)
 	if err != nil {
 		return err
 	}
-	var total int64
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&total); err != nil {
+	total, err := eventstore.TotalEvents(ctx, pool)
+	if err != nil {
 		return err
 	}
 	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
@@ -80,7 +81,7 @@ func runRebuild(ctx context.Context, args []string) error {
 		}
 		finishBar(p.Name(), n, start)
 	}
-	index, err := openIndex(ctx, cfg)
+	index, err := app.OpenIndex(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -120,8 +121,17 @@ func finishBar(name string, n int, start time.Time) {
 	fmt.Fprintf(os.Stderr, "\r%-12s %d events in %.2fs (%.0f events/s)%30s\n", name, n, secs, float64(n)/secs, "")
 }
 
-// runAudit brings the shared read models up to the store head, then replays every account.
-func runAudit(ctx context.Context) error {
+// runAudit brings the shared read models up to the store head, then audits the store
+// (audit.Run): every chain, every account's fold, the write model and the read models.
+func runAudit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	account := fs.String("account", "", "audit this account only")
+	from := fs.Int64("from", 0, "audit only events at or after this position")
+	to := fs.Int64("to", 0, "audit only events at or before this position (0: the newest)")
+	workers := fs.Int("workers", 0, "streams audited at once (default: the number of CPUs)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
 	cfg, pool, err := connect(ctx)
 	if err != nil {
 		return err
@@ -130,18 +140,38 @@ func runAudit(ctx context.Context) error {
 	if err := catchUpShared(ctx, pool, cfg); err != nil {
 		return err
 	}
-	rep, err := audit.Run(ctx, pool, os.Stdout)
+	opts := audit.Options{Out: os.Stdout, AccountID: *account, FromPosition: *from, ToPosition: *to, Workers: *workers}
+	if isTerminal(os.Stderr) {
+		opts.Progress = func(p audit.Progress) {
+			rate := float64(p.Events) / max(p.Elapsed.Seconds(), 1e-9)
+			eta := "-"
+			if rate > 0 && p.Total > p.Events {
+				eta = time.Duration(float64(p.Total-p.Events) / rate * float64(time.Second)).Round(time.Second).String()
+			}
+			fmt.Fprintf(os.Stderr, "\raudit: %d/%d events  %.0f events/s  ETA %s   ", p.Events, p.Total, rate, eta)
+		}
+	}
+	rep, err := audit.Run(ctx, pool, opts)
+	if opts.Progress != nil {
+		fmt.Fprintln(os.Stderr)
+	}
 	if err != nil {
 		return err
 	}
-	fmt.Printf("audited %d accounts, %d events: %d differences\n", rep.Accounts, rep.Events, len(rep.Differences))
+	fmt.Printf("audited %d accounts, %d streams, %d events: %d differences\n", rep.Accounts, rep.Streams, rep.Events, len(rep.Differences))
 	if len(rep.Differences) > 0 {
 		return exitCode(1)
 	}
 	return nil
 }
 
-func catchUpShared(ctx context.Context, pool *pgxpool.Pool, cfg config) error {
+// isTerminal reports whether f is a terminal, where a progress line can rewrite itself.
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func catchUpShared(ctx context.Context, pool *pgxpool.Pool, cfg app.Config) error {
 	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
 		if _, err := projections.CatchUp(ctx, pool, projections.SQL{Pool: pool, Applier: a}, 5000, nil); err != nil {
 			return err

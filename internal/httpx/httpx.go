@@ -77,8 +77,12 @@ const (
 	CodeNotFound            = "not_found"
 	CodeRateLimited         = "rate_limited"
 	CodeInternal            = "internal"
-	// CodeUnavailable is for 503s: the database is unreachable or too slow.
+	// CodeUnavailable is for 503s: the database is unreachable or too slow; nothing was
+	// charged.
 	CodeUnavailable = "unavailable"
+	// CodeOutcomeUnknown is a 503 after which it is not known whether the request was charged
+	// (domain.ErrOutcomeUnknown; docs/api.md).
+	CodeOutcomeUnknown = "charge_outcome_unknown"
 )
 
 // MapError is the one place that turns an error into a status, code and message. Anything
@@ -95,9 +99,12 @@ func MapError(err error) Error {
 		{domain.ErrInsufficientCredits, http.StatusPaymentRequired, CodeInsufficientCredits},
 		{domain.ErrAccountNotFound, http.StatusNotFound, CodeNotFound},
 		{domain.ErrKeyNotFound, http.StatusNotFound, CodeNotFound},
+		{domain.ErrGrantNotFound, http.StatusNotFound, CodeNotFound},
 		{domain.ErrPurchaseAmount, http.StatusBadRequest, CodeBadRequest},
 		// §6 has no conflict code: a payment reference reused for another account is a bad request.
 		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest},
+		{domain.ErrOutcomeUnknown, http.StatusServiceUnavailable, CodeOutcomeUnknown},
+		{domain.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {

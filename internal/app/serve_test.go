@@ -1,16 +1,14 @@
-package main
+package app
 
 import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/sirupsen/logrus"
 )
 
 // A slow or idle client must not hold a connection forever: every server timeout is set.
 func TestServersHaveEveryTimeoutAndAHeaderLimit(t *testing.T) {
-	s := newHTTPServer(http.NotFoundHandler(), logrus.New())
+	s := NewHTTPServer(http.NotFoundHandler())
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": s.ReadHeaderTimeout, "ReadTimeout": s.ReadTimeout,
 		"WriteTimeout": s.WriteTimeout, "IdleTimeout": s.IdleTimeout,

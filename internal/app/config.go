@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// config is read once, from the environment, at start.
-type config struct {
+// Config is read once, from the environment, at start (README, "Configuration").
+type Config struct {
 	DatabaseURL      string
 	ReadAddr         string
 	AdminAddr        string
@@ -22,8 +22,9 @@ type config struct {
 	TLSKeyFile       string
 }
 
-func loadConfig() (config, error) {
-	c := config{
+// LoadConfig reads the configuration from the environment.
+func LoadConfig() (Config, error) {
+	c := Config{
 		DatabaseURL:      os.Getenv("DATABASE_URL"),
 		ReadAddr:         envOr("READ_ADDR", ":8080"),
 		AdminAddr:        envOr("ADMIN_ADDR", "127.0.0.1:8081"),

@@ -1,0 +1,313 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// sums are an account's running totals, as the write model and rm_balances keep them.
+type sums struct {
+	purchased, bonus, charged, requestsCharged, requestsDeduplicated int64
+	version, balance                                                 int64 // the newest event counted, and its balance_after
+}
+
+func (s *sums) add(version int64, f domain.AccountFact) {
+	switch f.Type {
+	case domain.EventCreditsPurchased:
+		s.purchased += f.CreditsDelta
+	case domain.EventBonusGranted:
+		s.bonus += f.CreditsDelta
+	case domain.EventRequestCharged:
+		s.charged -= f.CreditsDelta
+		s.requestsCharged++
+	case domain.EventRequestDeduplicated:
+		s.charged -= f.CreditsDelta
+		s.requestsDeduplicated++
+	}
+	if version > s.version {
+		s.version, s.balance = version, f.BalanceAfter
+	}
+}
+
+func (s *sums) merge(o sums) {
+	s.purchased += o.purchased
+	s.bonus += o.bonus
+	s.charged += o.charged
+	s.requestsCharged += o.requestsCharged
+	s.requestsDeduplicated += o.requestsDeduplicated
+	if o.version > s.version {
+		s.version, s.balance = o.version, o.balance
+	}
+}
+
+func (s sums) String() string {
+	return fmt.Sprintf("purchased %d, bonus %d, charged %d, requests charged %d, deduplicated %d",
+		s.purchased, s.bonus, s.charged, s.requestsCharged, s.requestsDeduplicated)
+}
+
+func (s sums) totals() sums { s.version, s.balance = 0, 0; return s }
+
+// dayKey and daySum are a row of rm_account_days.
+type dayKey struct{ day, kind string }
+
+type daySum struct {
+	count, rowsPaid, rowsDeduplicated, credits, cents, version, balanceAfter int64
+}
+
+// streamState is the running state of one stream as the audit reads it: where its chain is,
+// its folded balance and totals, and what differs.
+type streamState struct {
+	a    *auditor
+	info streamInfo
+
+	version int64
+	hash    [32]byte
+	at      time.Time
+	balance int64
+
+	all       sums               // every event read
+	atBalance sums               // events up to the balances projection's checkpoint
+	days      map[dayKey]*daySum // events up to the account_days projection's checkpoint
+	diffs     []string
+}
+
+func (a *auditor) newState(s streamInfo) *streamState {
+	return &streamState{a: a, info: s, days: map[dayKey]*daySum{}}
+}
+
+func (s *streamState) diff(format string, args ...any) {
+	s.diffs = append(s.diffs, fmt.Sprintf(format, args...))
+}
+
+// startAfter sets the state to the stream's last event before position from: the base the
+// range's first event chains to.
+func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) error {
+	var typ, payload string
+	var hash []byte
+	err := tx.QueryRow(ctx, `SELECT version, hash, recorded_at, type, payload::text FROM events
+		WHERE stream_no = $1 AND position < $2 ORDER BY position DESC LIMIT 1`, s.info.head.No, from).
+		Scan(&s.version, &hash, &s.at, &typ, &payload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // the range starts with the stream
+	}
+	if err != nil {
+		return err
+	}
+	copy(s.hash[:], hash)
+	s.at = s.at.UTC()
+	if s.info.account != "" {
+		f, err := domain.DecodeAccountFact(typ, []byte(payload))
+		if err != nil {
+			return err
+		}
+		s.balance = f.BalanceAfter
+	}
+	return nil
+}
+
+// upTo reports whether e is at or before the checkpoint of the named projection.
+func (s *streamState) upTo(e eventstore.Event, projection string) bool {
+	cp := s.a.checkpoints[projection]
+	return !cp.Less(e.At())
+}
+
+// add checks the next event of the stream (in position order) and folds it in.
+func (s *streamState) add(e eventstore.Event) {
+	id := s.info.head.ID
+	switch {
+	case e.Version == s.version+1:
+		if !eventstore.Verify(s.hash, e) {
+			s.diff("stream %s v%d (position %d): edited: its content does not match its hash chained to v%d",
+				id, e.Version, e.Position, s.version)
+		}
+	case e.Version <= s.version:
+		s.diff("stream %s v%d (position %d): inserted: a version %d after version %d", id, e.Version, e.Position, e.Version, s.version)
+	default:
+		s.diff("stream %s: missing: versions %d to %d are not in the store (the next one, v%d, is at position %d)",
+			id, s.version+1, e.Version-1, e.Version, e.Position)
+	}
+	if e.RecordedAt.Before(s.at) {
+		s.diff("stream %s v%d (position %d): recorded_at %s is before the previous event's %s",
+			id, e.Version, e.Position, e.RecordedAt.Format(time.RFC3339Nano), s.at.Format(time.RFC3339Nano))
+	}
+	s.version, s.hash, s.at = e.Version, e.Hash, e.RecordedAt
+	if s.info.account == "" {
+		return
+	}
+	f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+	if err != nil {
+		s.diff("stream %s v%d (position %d): payload cannot be read: %v", id, e.Version, e.Position, err)
+		return
+	}
+	if s.balance+f.CreditsDelta != f.BalanceAfter {
+		s.diff("account %s v%d %s (position %d): balance_after %d, but the balance before it was %d and it moved %+d",
+			s.info.account, e.Version, e.Type, e.Position, f.BalanceAfter, s.balance, f.CreditsDelta)
+	}
+	if f.BalanceAfter < 0 {
+		s.diff("account %s v%d (position %d): balance below zero (%d)", s.info.account, e.Version, e.Position, f.BalanceAfter)
+	}
+	s.balance = f.BalanceAfter
+	s.all.add(e.Version, f)
+	if s.upTo(e, balancesProjection) {
+		s.atBalance.add(e.Version, f)
+	}
+	if s.upTo(e, accountDaysProjection) {
+		day := domain.Day(e.RecordedAt)
+		closing := s.day(dayKey{day, ""})
+		if e.Version > closing.version {
+			closing.version, closing.balanceAfter = e.Version, f.BalanceAfter
+		}
+		if kind := f.DayKind(); kind != "" {
+			d := s.day(dayKey{day, kind})
+			d.count++
+			if f.Metered() {
+				d.rowsPaid += int64(len(f.Paid))
+				d.rowsDeduplicated += int64(len(f.Deduplicated))
+				d.credits -= f.CreditsDelta
+			} else {
+				d.credits += f.CreditsDelta
+				d.cents += f.AmountCents
+			}
+		}
+	}
+}
+
+func (s *streamState) day(k dayKey) *daySum {
+	d := s.days[k]
+	if d == nil {
+		d = &daySum{}
+		s.days[k] = d
+	}
+	return d
+}
+
+// merge folds the state of the stream's next segment into s.
+func (s *streamState) merge(next *streamState) {
+	s.version, s.hash, s.at, s.balance = next.version, next.hash, next.at, next.balance
+	s.all.merge(next.all)
+	s.atBalance.merge(next.atBalance)
+	for k, d := range next.days {
+		m := s.day(k)
+		m.count += d.count
+		m.rowsPaid += d.rowsPaid
+		m.rowsDeduplicated += d.rowsDeduplicated
+		m.credits += d.credits
+		m.cents += d.cents
+		if d.version > m.version {
+			m.version, m.balanceAfter = d.version, d.balanceAfter
+		}
+	}
+	s.diffs = append(s.diffs, next.diffs...)
+}
+
+// accountRows are what the write model and the read models hold of an account.
+type accountRows struct {
+	exists   bool
+	balance  int64
+	totals   sums
+	balances *sums // rm_balances; nil when there is no row
+	days     map[dayKey]daySum
+}
+
+func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*accountRows, error) {
+	out := make(map[string]*accountRows, len(ids))
+	for _, id := range ids {
+		out[id] = &accountRows{days: map[dayKey]daySum{}}
+	}
+	var id string
+	var t sums
+	var balance int64
+	rows, err := tx.Query(ctx, `SELECT account_id, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
+		FROM accounts WHERE account_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &balance, &t.purchased, &t.bonus, &t.charged, &t.requestsCharged, &t.requestsDeduplicated}, func() error {
+		r := out[id]
+		r.exists, r.balance, r.totals = true, balance, t
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	rows, err = tx.Query(ctx, `SELECT account_id, balance, version, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
+		FROM rm_balances WHERE account_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &t.balance, &t.version, &t.purchased, &t.bonus, &t.charged, &t.requestsCharged, &t.requestsDeduplicated}, func() error {
+		b := t
+		out[id].balances = &b
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var k dayKey
+	var d daySum
+	rows, err = tx.Query(ctx, `SELECT account_id, day::text, kind, count, rows_paid, rows_deduplicated, credits, cents, version, balance_after
+		FROM rm_account_days WHERE account_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id, &k.day, &k.kind, &d.count, &d.rowsPaid, &d.rowsDeduplicated, &d.credits, &d.cents, &d.version, &d.balanceAfter}, func() error {
+		out[id].days[k] = d
+		return nil
+	})
+	return out, err
+}
+
+// compareAccount compares a whole account stream's fold with the account's rows.
+func (a *auditor) compareAccount(st *streamState, r *accountRows) {
+	id := st.info.account
+	if !r.exists {
+		a.differ("account %s: its stream exists but the write model has no account", id)
+		return
+	}
+	if r.balance != st.balance {
+		a.differ("account %s: write-model balance %d, replayed balance %d", id, r.balance, st.balance)
+	}
+	if r.totals.totals() != st.all.totals() {
+		a.differ("account %s: write-model totals (%v) differ from the events' (%v)", id, r.totals, st.all)
+	}
+	switch b := r.balances; {
+	case b == nil && st.atBalance.version > 0:
+		a.differ("account %s: missing from the balances read model (its checkpoint covers v%d)", id, st.atBalance.version)
+	case b != nil && st.atBalance.version == 0:
+		a.differ("account %s: in the balances read model, but no event of it is at or before its checkpoint", id)
+	case b != nil && (b.balance != st.atBalance.balance || b.version != st.atBalance.version):
+		a.differ("account %s: balances read model has balance %d at v%d, the events up to its checkpoint %d at v%d",
+			id, b.balance, b.version, st.atBalance.balance, st.atBalance.version)
+	case b != nil && b.totals() != st.atBalance.totals():
+		a.differ("account %s: balances read model totals (%v) differ from the events' up to its checkpoint (%v)", id, *b, st.atBalance)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(st.days), dayKey.compare) {
+		want := *st.days[k]
+		got, ok := r.days[k]
+		switch {
+		case !ok:
+			a.differ("account %s: day %s kind %q: missing from the daily read model", id, k.day, k.kind)
+		case got != want:
+			a.differ("account %s: day %s kind %q: daily read model has %+v, the events up to its checkpoint %+v", id, k.day, k.kind, got, want)
+		}
+		delete(r.days, k)
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.days), dayKey.compare) {
+		a.differ("account %s: day %s kind %q: in the daily read model but not in the events up to its checkpoint", id, k.day, k.kind)
+	}
+}
+
+func (k dayKey) compare(o dayKey) int {
+	if c := strings.Compare(k.day, o.day); c != 0 {
+		return c
+	}
+	return strings.Compare(k.kind, o.kind)
+}

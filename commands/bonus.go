@@ -1,0 +1,212 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// MaxBonusCredits bounds one grant: a typo should not mint millions of credits.
+const MaxBonusCredits = 10_000_000
+
+// bonusChunk is how many accounts one transaction of a grant credits. A chunk locks its
+// accounts for about as long as a batch of charges does, so a grant to every account never
+// holds a paying client's request for longer than a charge would.
+const bonusChunk = 200
+
+// BonusGrant is a grant and how far it has got.
+type BonusGrant struct {
+	OutageID   string     `json:"outage_id"`
+	Credits    int64      `json:"credits"`
+	Reason     string     `json:"reason"`
+	State      string     `json:"state"`    // running or done
+	Accounts   int        `json:"accounts"` // accounts credited so far
+	GrantedAt  time.Time  `json:"granted_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+}
+
+// BonusResult is the answer to GrantBonus.
+type BonusResult struct {
+	OutageID string `json:"outage_id"`
+	Credits  int64  `json:"credits"`
+	Accounts int    `json:"accounts"`
+	Replayed bool   `json:"-"`
+}
+
+// GrantBonus adds credits once per outage to every account that had an active or grace key
+// when the grant was first asked for. It runs in chunks of accounts in account-id order, each
+// chunk its own transaction that also moves the grant's progress, so it holds no account lock
+// for long, and a grant cut short (a crash, a timeout) is finished by asking for it again —
+// by any process — without crediting any account twice. Asking again for a finished grant
+// changes nothing and answers with its figures (Replayed).
+func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64, reason string, meta eventstore.Metadata) (BonusResult, error) {
+	outageID = strings.TrimSpace(outageID)
+	if outageID == "" || len(outageID) > 200 {
+		return BonusResult{}, &domain.ValidationError{Field: "outage_id", Message: "is required (at most 200 characters)"}
+	}
+	if credits <= 0 || credits > MaxBonusCredits {
+		return BonusResult{}, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be between 1 and %d", MaxBonusCredits)}
+	}
+	if len(reason) > 500 {
+		return BonusResult{}, &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
+	}
+	tag, err := h.Store.Pool.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
+		VALUES ($1, $2, $3, 0, $4, 'running') ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
+	if err != nil {
+		return BonusResult{}, err
+	}
+	first := tag.RowsAffected() == 1
+	g, err := h.Grant(ctx, outageID)
+	if err != nil {
+		return BonusResult{}, err
+	}
+	if g.State == "done" && !first {
+		return BonusResult{OutageID: outageID, Credits: g.Credits, Accounts: g.Accounts, Replayed: true}, nil
+	}
+	if g, err = h.RunGrant(ctx, outageID, meta); err != nil {
+		return BonusResult{}, err
+	}
+	return BonusResult{OutageID: outageID, Credits: g.Credits, Accounts: g.Accounts}, nil
+}
+
+// Grant returns a grant and its progress.
+func (h Accounts) Grant(ctx context.Context, outageID string) (BonusGrant, error) {
+	g := BonusGrant{OutageID: outageID}
+	err := h.Store.Pool.QueryRow(ctx, `SELECT credits, reason, state, accounts, granted_at, finished_at FROM bonus_grants WHERE outage_id = $1`,
+		outageID).Scan(&g.Credits, &g.Reason, &g.State, &g.Accounts, &g.GrantedAt, &g.FinishedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return g, domain.ErrGrantNotFound
+	}
+	g.GrantedAt = g.GrantedAt.UTC()
+	if g.FinishedAt != nil {
+		t := g.FinishedAt.UTC()
+		g.FinishedAt = &t
+	}
+	return g, err
+}
+
+// RunGrant credits the remaining accounts of a running grant, chunk by chunk, until it is done.
+// Several callers may run one grant at once: chunks serialize on the grant's row.
+func (h Accounts) RunGrant(ctx context.Context, outageID string, meta eventstore.Metadata) (BonusGrant, error) {
+	for {
+		var done bool
+		err := h.Store.WithTx(ctx, func(tx pgx.Tx) (err error) {
+			done, err = h.grantChunk(ctx, tx, outageID, meta)
+			return err
+		})
+		if err != nil {
+			return BonusGrant{}, err
+		}
+		g, err := h.Grant(ctx, outageID)
+		if err != nil {
+			return g, err
+		}
+		if h.GrantProgress != nil {
+			h.GrantProgress(g)
+		}
+		if done {
+			return g, nil
+		}
+	}
+}
+
+// ResumeGrants finishes every grant left running (by a process that stopped mid-way).
+func (h Accounts) ResumeGrants(ctx context.Context, meta eventstore.Metadata) error {
+	rows, err := h.Store.Pool.Query(ctx, `SELECT outage_id FROM bonus_grants WHERE state = 'running' ORDER BY granted_at`)
+	if err != nil {
+		return err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		if _, err := h.RunGrant(ctx, id, meta); err != nil {
+			return fmt.Errorf("bonus grant %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// grantChunk credits the next chunk of eligible accounts after the grant's progress mark and
+// moves the mark, in tx. done is true when there was nothing left to credit.
+func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, meta eventstore.Metadata) (done bool, err error) {
+	var (
+		g     BonusGrant
+		after string
+	)
+	err = tx.QueryRow(ctx, `SELECT credits, reason, state, granted_at, after_account FROM bonus_grants WHERE outage_id = $1 FOR UPDATE`, outageID).
+		Scan(&g.Credits, &g.Reason, &g.State, &g.GrantedAt, &after)
+	if err != nil {
+		return false, err
+	}
+	if g.State == "done" {
+		return true, nil
+	}
+	// Eligible: a key that was usable when the grant was asked for — issued by then, and
+	// neither revoked nor past its grace at that instant — whatever happened to it since.
+	rows, err := tx.Query(ctx, `SELECT DISTINCT account_id FROM api_keys
+		WHERE account_id > $1 AND issued_at <= $2 AND (revoked_at IS NULL OR revoked_at > $2) AND (grace_until IS NULL OR grace_until > $2)
+		ORDER BY account_id LIMIT $3`, after, g.GrantedAt, bonusChunk)
+	if err != nil {
+		return false, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return false, err
+	}
+	now := h.now()
+	if len(ids) == 0 {
+		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, now)
+		return true, err
+	}
+	// Lock the chunk's accounts in account-id order (as charge batches do), then read their
+	// heads.
+	rows, err = tx.Query(ctx, `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`, ids)
+	if err != nil {
+		return false, err
+	}
+	type locked struct {
+		id      string
+		no      int32
+		balance int64
+	}
+	var accounts []locked
+	var l locked
+	if _, err := pgx.ForEachRow(rows, []any{&l.id, &l.no, &l.balance}, func() error { accounts = append(accounts, l); return nil }); err != nil {
+		return false, err
+	}
+	nos := make([]int32, len(accounts))
+	for i, a := range accounts {
+		nos[i] = a.no
+	}
+	heads, err := eventstore.HeadsByNo(ctx, tx, nos...)
+	if err != nil {
+		return false, err
+	}
+	var b eventstore.Batch
+	for _, a := range accounts {
+		if _, err := b.Add(heads[a.no], now, eventstore.NewEvent{Type: domain.EventBonusGranted, Metadata: meta,
+			Payload: domain.BonusGranted{AccountID: a.id, OutageID: outageID, Credits: g.Credits, Reason: g.Reason,
+				Ledger: domain.Ledger{CreditsDelta: g.Credits, BalanceAfter: a.balance + g.Credits}}}); err != nil {
+			return false, err
+		}
+	}
+	if err := eventstore.Write(ctx, tx, &b); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $2, bonus_credits = bonus_credits + $2 WHERE account_id = ANY($1)`,
+		ids, g.Credits); err != nil {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE bonus_grants SET after_account = $2, accounts = accounts + $3 WHERE outage_id = $1`,
+		outageID, ids[len(ids)-1], len(accounts))
+	return false, err
+}

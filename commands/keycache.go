@@ -1,0 +1,158 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// Caller is the account and key behind a valid API key: what a request learns at
+// authentication and carries to its charge, so nothing is looked up twice.
+type Caller struct {
+	AccountID string
+	StreamNo  int32 // the account's stream
+	KeyID     string
+	KeyNo     int // the key's number in its account, cited by charge events
+	KeyHash   domain.KeyHash
+}
+
+// KeyCache authenticates API keys from memory. A key seen for the first time is looked up in
+// the write model (api_keys), so a key issued by any process works at once everywhere; after
+// that its state is kept in memory, and forgotten as soon as its account's keys change: the
+// key commands notify every process (KeysChangedChannel), and Listen forgets what the
+// notification names. The cache never has the last word: every charge re-reads the key's
+// state under the account's lock (Meter), so a revoke that returned is never missed, however
+// late a notification arrives.
+type KeyCache struct {
+	pool *pgxpool.Pool
+
+	mu        sync.Mutex
+	keys      map[domain.KeyHash]cachedKey
+	byAccount map[string][]domain.KeyHash
+	// epoch moves on every forget; a lookup that started before one does not cache its
+	// answer, which may predate the change that was forgotten.
+	epoch uint64
+}
+
+type cachedKey struct {
+	caller Caller
+	key    domain.Key
+}
+
+// maxCachedKeys bounds the cache; when it is full it starts over.
+const maxCachedKeys = 200_000
+
+// NewKeyCache returns an empty cache over the write model in pool.
+func NewKeyCache(pool *pgxpool.Pool) *KeyCache {
+	return &KeyCache{pool: pool, keys: map[domain.KeyHash]cachedKey{}, byAccount: map[string][]domain.KeyHash{}}
+}
+
+// Authenticate resolves a key hash to its caller. An unknown key is ErrInvalidKey; a revoked
+// key, or a rotated one past its grace at now, is ErrKeyRevoked.
+func (c *KeyCache) Authenticate(ctx context.Context, hash domain.KeyHash, now time.Time) (Caller, error) {
+	c.mu.Lock()
+	k, ok := c.keys[hash]
+	epoch := c.epoch
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if k, err = c.lookup(ctx, hash); err != nil {
+			return Caller{}, err
+		}
+		c.mu.Lock()
+		if c.epoch == epoch {
+			if len(c.keys) >= maxCachedKeys {
+				clear(c.keys)
+				clear(c.byAccount)
+			}
+			c.keys[hash] = k
+			c.byAccount[k.caller.AccountID] = append(c.byAccount[k.caller.AccountID], hash)
+		}
+		c.mu.Unlock()
+	}
+	if err := k.key.Authorize(now); err != nil {
+		return Caller{}, err
+	}
+	return k.caller, nil
+}
+
+func (c *KeyCache) lookup(ctx context.Context, hash domain.KeyHash) (cachedKey, error) {
+	k := cachedKey{caller: Caller{KeyHash: hash}}
+	err := c.pool.QueryRow(ctx, `SELECT k.key_id, k.key_no, k.state, k.grace_until, k.account_id, a.stream_no
+		FROM api_keys k JOIN accounts a ON a.account_id = k.account_id WHERE k.key_hash = $1`, hash[:]).
+		Scan(&k.key.ID, &k.key.No, &k.key.State, &k.key.GraceUntil, &k.key.AccountID, &k.caller.StreamNo)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, domain.ErrInvalidKey
+	}
+	k.caller.AccountID, k.caller.KeyID, k.caller.KeyNo = k.key.AccountID, k.key.ID, k.key.No
+	return k, err
+}
+
+// Forget drops what is cached of an account's keys.
+func (c *KeyCache) Forget(accountID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range c.byAccount[accountID] {
+		delete(c.keys, h)
+	}
+	delete(c.byAccount, accountID)
+	c.epoch++
+}
+
+// ForgetAll empties the cache.
+func (c *KeyCache) ForgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.keys)
+	clear(c.byAccount)
+	c.epoch++
+}
+
+// Listen follows KeysChangedChannel until ctx ends, forgetting each account it names. While
+// it is not connected (at start, after a lost connection) nothing cached is trusted: the cache
+// is emptied once the connection is back, since notifications may have been missed. onError
+// hears of each lost connection.
+func (c *KeyCache) Listen(ctx context.Context, onError func(error)) {
+	wait := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.listenOnce(ctx)
+		c.ForgetAll()
+		if ctx.Err() != nil {
+			return
+		}
+		if onError != nil {
+			onError(err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (c *KeyCache) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, c.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `LISTEN `+KeysChangedChannel); err != nil {
+		return err
+	}
+	c.ForgetAll() // anything cached before now may have missed a notification
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		c.Forget(n.Payload)
+	}
+}

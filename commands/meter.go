@@ -1,0 +1,586 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// ErrMeterClosed answers a charge submitted after Close.
+var ErrMeterClosed = errors.New("commands: meter closed")
+
+// ChargeRequest is one metered request: who makes it (from authentication), the operation and
+// the resources it serves (one for a fixed-cost operation; the result rows, in order, for a
+// per-row one).
+type ChargeRequest struct {
+	Caller
+	Operation domain.Operation
+	Resources []string
+}
+
+// ChargeResult is the metering outcome the read API reports in meta.
+type ChargeResult struct {
+	domain.ChargeDecision
+	Balance int64
+}
+
+// MeterOptions tune a Meter; zero values take the defaults.
+type MeterOptions struct {
+	// MaxBatch bounds the charges sharing one transaction (default 1024). A worker takes every
+	// charge waiting, up to this, so batches grow with load.
+	MaxBatch int
+	// Workers is how many batch transactions may be in flight at once, each on its own
+	// connection (default 2).
+	Workers int
+	// BeforeBatch, when set, hears the size of every batch a worker takes (metrics, tests).
+	BeforeBatch func(size int)
+	// Hooks let tests act where failures matter; nil in production.
+	Hooks MeterHooks
+}
+
+// MeterHooks are called at the two points of a batch's transaction where a failure decides
+// what its answers may say. txid is the transaction's id; cut closes its connection.
+type MeterHooks struct {
+	// BeforeWrite runs after the batch's decisions, before its writes and COMMIT are sent.
+	BeforeWrite func(txid string, cut func())
+	// AfterCommitSent runs once the writes and COMMIT are sent, before their outcome is read.
+	AfterCommitSent func(txid string, cut func())
+}
+
+// Meter authenticates API keys (KeyCache) and charges metered requests. It decides from the
+// write model under the accounts' row locks, so the decision is exact across any number of
+// processes sharing the database.
+//
+// Charges are committed in batches (group commit): a worker takes every charge waiting and
+// runs them in one transaction of two round trips. The first locks every account of the batch
+// (in account-id order, so batches in any number of processes cannot deadlock) and then — in
+// statements that start after the lock is held, so they see every commit before it — reads the
+// keys' states, the accounts' stream heads and today's dedup claims, and the transaction's id.
+// The domain then decides each charge in order, carrying each account's balance and claims from
+// one charge to the next. The second round trip writes the batch set-based: one insert of all
+// claims, one append statement for every account's events (eventstore.Batch; it aborts the
+// transaction if a head moved), one update of all accounts' balances and totals, and COMMIT.
+// A refusal (402, a key revoked or unknown) is decided in memory and writes nothing. An idle
+// meter runs each charge as a batch of one.
+//
+// Answers are given only once the outcome is known. If the connection is lost after COMMIT
+// was sent, the meter asks the database (by the transaction id it read) whether the commit
+// happened: committed, the paid answers are served; rolled back, the charges fail as
+// unavailable; unknowable, they fail with domain.ErrOutcomeUnknown, never "nothing charged". A
+// charge already taken into a batch waits for the batch even if its request is cancelled.
+type Meter struct {
+	store *eventstore.Store
+	clock func() time.Time
+	opts  MeterOptions
+	keys  *KeyCache
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   []*pendingCharge
+	closed  bool
+	workers sync.WaitGroup
+}
+
+// pendingCharge is one submitted charge and, once its batch ends, its answer.
+type pendingCharge struct {
+	req   ChargeRequest
+	taken bool // by a worker; from then on it is answered only by its batch
+	res   ChargeResult
+	err   error
+	done  chan struct{}
+}
+
+// NewMeter starts a meter's workers over store. Close stops them.
+func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions) *Meter {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 1024
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 2
+	}
+	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool)}
+	m.wake = sync.NewCond(&m.mu)
+	m.workers.Add(opts.Workers)
+	for range opts.Workers {
+		go m.work()
+	}
+	return m
+}
+
+// Keys is the meter's key cache (for Listen, and for commands to forget changed keys).
+func (m *Meter) Keys() *KeyCache { return m.keys }
+
+// Authenticate resolves a key hash to its caller (see KeyCache).
+func (m *Meter) Authenticate(ctx context.Context, hash domain.KeyHash) (Caller, error) {
+	return m.keys.Authenticate(ctx, hash, m.clock().UTC())
+}
+
+// Close lets the workers finish the charges already submitted, then stops them. Charges
+// submitted afterwards get ErrMeterClosed.
+func (m *Meter) Close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.wake.Broadcast()
+	m.workers.Wait()
+}
+
+// Pending is the number of charges waiting for a worker.
+func (m *Meter) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.queue)
+}
+
+// Charge meters req in the next batch and waits for its own answer.
+func (m *Meter) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ChargeResult{}, err
+	}
+	p := &pendingCharge{req: req, done: make(chan struct{})}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return ChargeResult{}, ErrMeterClosed
+	}
+	m.queue = append(m.queue, p)
+	m.mu.Unlock()
+	m.wake.Signal()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		m.mu.Lock()
+		if !p.taken {
+			m.queue = slices.DeleteFunc(m.queue, func(q *pendingCharge) bool { return q == p })
+			m.mu.Unlock()
+			return ChargeResult{}, ctx.Err()
+		}
+		m.mu.Unlock()
+		<-p.done // its batch is running: the answer must say what it did
+	}
+	return p.res, p.err
+}
+
+func (m *Meter) work() {
+	defer m.workers.Done()
+	for {
+		m.mu.Lock()
+		for len(m.queue) == 0 && !m.closed {
+			m.wake.Wait()
+		}
+		if len(m.queue) == 0 {
+			m.mu.Unlock()
+			return
+		}
+		n := min(len(m.queue), m.opts.MaxBatch)
+		batch := slices.Clone(m.queue[:n])
+		m.queue = slices.Delete(m.queue, 0, n)
+		for _, p := range batch {
+			p.taken = true
+		}
+		more := len(m.queue) > 0
+		m.mu.Unlock()
+		if more {
+			m.wake.Signal()
+		}
+		if m.opts.BeforeBatch != nil {
+			m.opts.BeforeBatch(len(batch))
+		}
+		m.runBatch(batch)
+	}
+}
+
+// runBatch runs a batch and answers every charge in it.
+func (m *Meter) runBatch(batch []*pendingCharge) {
+	err := m.commit(batch)
+	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) {
+		if errors.Is(err, eventstore.ErrNoPartition) {
+			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
+		}
+		err = m.commit(batch)
+	}
+	if err != nil && len(batch) > 1 && statementFailed(err) {
+		// The transaction was rolled back because a statement failed: find the charge that
+		// broke it by running each on its own, so that it fails alone.
+		err = nil
+		for _, p := range batch {
+			if e := m.commit([]*pendingCharge{p}); e != nil {
+				p.res, p.err = ChargeResult{}, e
+			}
+		}
+	}
+	if err != nil {
+		for _, p := range batch {
+			p.res, p.err = ChargeResult{}, err
+		}
+	}
+	m.store.Appended()
+	for _, p := range batch {
+		close(p.done)
+	}
+}
+
+// statementFailed tells an error after which the database rolled the transaction back
+// because one of its statements failed.
+func statementFailed(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || errors.Is(err, eventstore.ErrVersionConflict)
+}
+
+// isLockConflict tells a deadlock or serialization failure, after which the whole
+// transaction can only be rolled back and tried again.
+func isLockConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+// batchAccount is an account of a batch as the batch moves it.
+type batchAccount struct {
+	id      string
+	no      int32
+	balance int64
+	head    *eventstore.Head
+	now     time.Time // the batch's time, or the account's last event's if later
+	day     string    // UTC day of now: the day its charges claim
+	t       totals
+	written bool
+}
+
+type batchKey struct {
+	accountID  string
+	state      domain.KeyState
+	graceUntil *time.Time
+}
+
+const (
+	lockAccountsSQL = `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
+	keyStatesSQL    = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
+	claimsSQL       = `SELECT d.stream_no, d.day::text, d.resource_hash FROM dedup_claims d
+		JOIN unnest($2::int[], $3::bigint[]) AS c(stream_no, resource_hash) USING (stream_no, resource_hash)
+		WHERE d.day = ANY($1::date[])`
+	insertClaimsSQL = `INSERT INTO dedup_claims (stream_no, day, resource_hash)
+		SELECT n, d::date, h FROM unnest($1::int[], $2::text[], $3::bigint[]) AS u(n, d, h)`
+	updateAccountsSQL = `UPDATE accounts SET balance = u.b, charged_credits = charged_credits + u.c,
+			requests_charged = requests_charged + u.rc, requests_deduplicated = requests_deduplicated + u.rd
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(id, b, c, rc, rd)
+		WHERE accounts.account_id = u.id`
+)
+
+// commit runs the batch's charges in one transaction (see Meter) and sets each charge's
+// answer. An error is the batch's: nothing of it was written, or — domain.ErrOutcomeUnknown —
+// it cannot be known whether it was.
+func (m *Meter) commit(batch []*pendingCharge) error {
+	ctx := context.Background() // a cancelled statement would break everyone's transaction
+	for _, p := range batch {
+		p.res, p.err = ChargeResult{}, nil
+	}
+	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
+	var accountIDs, keyIDs []string
+	var nos []int32
+	var claimNos []int32
+	var claimHashes []int64
+	for i, p := range batch {
+		if i == 0 || p.req.AccountID != batch[i-1].req.AccountID {
+			accountIDs, nos = append(accountIDs, p.req.AccountID), append(nos, p.req.StreamNo)
+		}
+		keyIDs = append(keyIDs, p.req.KeyID)
+		for _, r := range p.req.Resources {
+			claimNos, claimHashes = append(claimNos, p.req.StreamNo), append(claimHashes, ResourceHash(r))
+		}
+	}
+	now := m.clock().UTC()
+	days := []string{domain.Day(now), domain.Day(now.AddDate(0, 0, 1))}
+
+	conn, err := m.store.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	pc := conn.Conn()
+	leave := func(err error) error {
+		// Leave no transaction open on a pooled connection; a broken one is discarded.
+		if pc.PgConn().TxStatus() != 'I' {
+			if _, rbErr := pc.Exec(ctx, "ROLLBACK"); rbErr != nil {
+				_ = pc.Close(ctx)
+			}
+		}
+		return err
+	}
+
+	// Round trip 1: lock, then read what the decisions need, then the transaction's id.
+	rb := &pgx.Batch{}
+	rb.Queue("BEGIN")
+	rb.Queue(lockAccountsSQL, accountIDs)
+	rb.Queue(keyStatesSQL, keyIDs)
+	rb.Queue(eventstore.HeadsByNoSQL, nos)
+	rb.Queue(claimsSQL, days, claimNos, claimHashes)
+	rb.Queue(`SELECT pg_current_xact_id()::text`)
+	accounts := map[string]*batchAccount{}
+	keys := map[string]batchKey{}
+	claimed := map[claimKey]bool{}
+	var txid string
+	br := pc.SendBatch(ctx, rb)
+	err = readRound1(br, accounts, keys, claimed, &txid)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return leave(err)
+	}
+
+	var writes eventstore.Batch
+	var newNos []int32
+	var newDays []string
+	var newHashes []int64
+	for _, p := range batch {
+		a := accounts[p.req.AccountID]
+		if a == nil || a.head == nil {
+			p.err = domain.ErrInvalidKey
+			continue
+		}
+		if err := m.decide(p, a, keys[p.req.KeyID], claimed, &writes); err != nil {
+			return leave(err)
+		}
+		for _, r := range p.res.Paid {
+			k := claimKey{a.no, a.day, ResourceHash(r)}
+			if !claimed[k] {
+				claimed[k] = true
+				newNos, newDays, newHashes = append(newNos, k.stream), append(newDays, k.day), append(newHashes, k.hash)
+			}
+		}
+	}
+	cut := func() { _ = pc.PgConn().Conn().Close() }
+	if h := m.opts.Hooks.BeforeWrite; h != nil {
+		h(txid, cut)
+	}
+
+	// Round trip 2: every write of the batch, then COMMIT.
+	wb := &pgx.Batch{}
+	if len(newHashes) > 0 {
+		wb.Queue(insertClaimsSQL, newNos, newDays, newHashes)
+	}
+	if writes.Len() > 0 {
+		wb.Queue(eventstore.WriteSQL, writes.WriteArgs()...)
+		var ids []string
+		var balances, charged, rc, rd []int64
+		for _, id := range accountIDs {
+			if a := accounts[id]; a != nil && a.written {
+				ids, balances = append(ids, id), append(balances, a.balance)
+				charged, rc, rd = append(charged, a.t.charged), append(rc, a.t.requestsCharged), append(rd, a.t.requestsDeduplicated)
+			}
+		}
+		wb.Queue(updateAccountsSQL, ids, balances, charged, rc, rd)
+	}
+	wb.Queue("COMMIT")
+	pid := pc.PgConn().PID()
+	wr := pc.SendBatch(ctx, wb)
+	if h := m.opts.Hooks.AfterCommitSent; h != nil {
+		h(txid, cut)
+	}
+	err = readRound2(wr, len(newHashes) > 0, writes.Len() > 0)
+	if closeErr := wr.Close(); err == nil {
+		err = closeErr
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pgErr):
+		// The server answered with an error: the transaction was rolled back.
+		return leave(eventstore.MapError(err))
+	}
+	// The connection failed after COMMIT may have been sent: find out what happened.
+	_ = pc.Close(ctx)
+	if rerr := m.resolve(txid, pid); rerr != nil {
+		return rerr
+	}
+	return nil
+}
+
+// readRound1 reads the locked accounts, key states, heads, claims and transaction id.
+func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map[string]batchKey, claimed map[claimKey]bool, txid *string) error {
+	if _, err := br.Exec(); err != nil { // BEGIN
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	var a batchAccount
+	if _, err := pgx.ForEachRow(rows, []any{&a.id, &a.no, &a.balance}, func() error {
+		acc := a
+		accounts[a.id] = &acc
+		return nil
+	}); err != nil {
+		return err
+	}
+	var keyID string
+	var k batchKey
+	rows, err = br.Query()
+	if err != nil {
+		return err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&keyID, &k.accountID, &k.state, &k.graceUntil}, func() error {
+		keys[keyID] = k
+		return nil
+	}); err != nil {
+		return err
+	}
+	heads, err := eventstore.ScanHeads(br.Query())
+	if err != nil {
+		return err
+	}
+	for _, a := range accounts {
+		a.head = heads[a.no]
+	}
+	var c claimKey
+	rows, err = br.Query()
+	if err != nil {
+		return err
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&c.stream, &c.day, &c.hash}, func() error {
+		claimed[c] = true
+		return nil
+	}); err != nil {
+		return err
+	}
+	return br.QueryRow().Scan(txid)
+}
+
+// readRound2 reads the outcome of a batch's writes and its COMMIT, in queue order.
+func readRound2(wr pgx.BatchResults, claims, events bool) error {
+	n := 1 // COMMIT
+	if claims {
+		n++
+	}
+	if events {
+		n += 2
+	}
+	for range n {
+		if _, err := wr.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decide meters one charge of a locked account: it re-checks the key (a revoke that committed
+// before the lock was taken is seen here, whatever the cache said), decides with the domain,
+// and adds the event to the batch's writes. Refusals are the charge's own answer (p.err); an
+// error is the batch's.
+func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed map[claimKey]bool, writes *eventstore.Batch) error {
+	if a.now.IsZero() {
+		// Within a stream time never goes backwards: a clock behind the account's last event
+		// takes that event's time, and the charge's day is the day of the time it is recorded at.
+		a.now = m.clock().UTC().Truncate(time.Microsecond)
+		if a.now.Before(a.head.At) {
+			a.now = a.head.At
+		}
+		a.day = domain.Day(a.now)
+	}
+	key := domain.Key{ID: p.req.KeyID, AccountID: k.accountID, State: k.state, GraceUntil: k.graceUntil}
+	switch {
+	case k.accountID != a.id:
+		p.err = domain.ErrInvalidKey
+	default:
+		p.err = key.Authorize(a.now)
+	}
+	if p.err != nil {
+		m.keys.Forget(a.id)
+		return nil
+	}
+	p.res.Balance = a.balance
+	if len(p.req.Resources) == 0 {
+		p.res.Served = []bool{}
+		return nil
+	}
+	d, err := domain.DecideCharge(p.req.Operation, p.req.Resources, a.balance, func(r string) bool {
+		return claimed[claimKey{a.no, a.day, ResourceHash(r)}]
+	})
+	if err != nil {
+		p.err = err
+		return nil
+	}
+	a.balance -= d.Credits
+	p.res = ChargeResult{ChargeDecision: d, Balance: a.balance}
+	typ := domain.EventRequestCharged
+	if len(d.Paid) == 0 {
+		typ = domain.EventRequestDeduplicated
+		a.t.requestsDeduplicated++
+	} else {
+		a.t.requestsCharged++
+	}
+	a.t.charged += d.Credits
+	a.written = true
+	_, err = writes.Add(a.head, a.now, eventstore.NewEvent{Type: typ, Payload: domain.RequestCharged{
+		KeyNo: p.req.KeyNo, Operation: p.req.Operation, Paid: d.Paid, Deduplicated: d.Deduplicated,
+		OmittedUnpaid: d.OmittedUnpaid, CreditsDelta: -d.Credits, BalanceAfter: a.balance}})
+	return err
+}
+
+// outcomeWait bounds how long a lost commit's outcome is looked for before the answer says it
+// is unknown.
+const outcomeWait = 15 * time.Second
+
+// resolve finds out whether the transaction txid, whose connection (backend pid) was lost
+// after COMMIT may have been sent, committed: nil if it did, domain.ErrUnavailable if it was
+// rolled back (nothing was charged), domain.ErrOutcomeUnknown if that cannot be found out in time. A backend still
+// holding the transaction open (the COMMIT never arrived) is ended first, so the transaction
+// cannot commit after the answer.
+func (m *Meter) resolve(txid string, pid uint32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
+	defer cancel()
+	full, err := strconv.ParseUint(txid, 10, 64)
+	if err != nil {
+		return domain.ErrOutcomeUnknown
+	}
+	for {
+		status, err := m.xactStatus(ctx, txid, strconv.FormatUint(full%(1<<32), 10), pid)
+		switch {
+		case err == nil && status == "committed":
+			return nil
+		case err == nil && status == "aborted":
+			return domain.ErrUnavailable
+		case err == nil && status == "":
+			return domain.ErrOutcomeUnknown
+		}
+		select {
+		case <-ctx.Done():
+			return domain.ErrOutcomeUnknown
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (m *Meter) xactStatus(ctx context.Context, txid, xid32 string, pid uint32) (string, error) {
+	c, err := m.store.Pool.Acquire(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = $1 AND backend_xid::text = $2`,
+		int64(pid), xid32); err != nil {
+		return "", err
+	}
+	var status *string
+	if err := c.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&status); err != nil {
+		return "", err
+	}
+	if status == nil {
+		return "", nil
+	}
+	if *status == "in progress" {
+		return "", errors.New("still in progress")
+	}
+	return *status, nil
+}

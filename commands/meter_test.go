@@ -1,0 +1,505 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// gatedStack is a stack whose meter has one worker and holds its first batch at a gate, so
+// that every charge submitted meanwhile joins the second batch.
+type gatedStack struct {
+	stack
+	entered chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	sizes   []int
+}
+
+func newGatedStack(t *testing.T, clk *clock, hooks commands.MeterHooks) *gatedStack {
+	gs := &gatedStack{entered: make(chan struct{}), release: make(chan struct{})}
+	gs.stack = newStack(t, pgtest.NewDatabase(t), clk, commands.MeterOptions{Workers: 1, Hooks: hooks,
+		BeforeBatch: func(n int) {
+			gs.mu.Lock()
+			gs.sizes = append(gs.sizes, n)
+			first := len(gs.sizes) == 1
+			gs.mu.Unlock()
+			if first {
+				close(gs.entered)
+				<-gs.release
+			}
+		}})
+	return gs
+}
+
+type outcome struct {
+	res commands.ChargeResult
+	err error
+}
+
+// chargeReq is a charge by key, authenticated when it is sent.
+type chargeReq struct {
+	hash      domain.KeyHash
+	op        domain.Operation
+	resources []string
+}
+
+// oneBatch charges reqs in one batch: a charge that changes nothing holds the worker at the
+// gate while they queue up.
+func (gs *gatedStack) oneBatch(t *testing.T, holder domain.KeyHash, reqs []chargeReq) []outcome {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := gs.charge(holder, domain.OpPlaceList); err != nil {
+			t.Error(err)
+		}
+	}()
+	<-gs.entered
+	// One at a time, so that they queue in the order given.
+	out := make([]outcome, len(reqs))
+	for i, r := range reqs {
+		c, err := gs.meter.Authenticate(ctx, r.hash)
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		wg.Add(1)
+		queued := gs.meter.Pending()
+		go func() {
+			defer wg.Done()
+			out[i].res, out[i].err = gs.meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: r.op, Resources: r.resources})
+		}()
+		for deadline := time.Now().Add(10 * time.Second); gs.meter.Pending() <= queued; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("charge %d never queued", i)
+			}
+		}
+	}
+	close(gs.release)
+	wg.Wait()
+	return out
+}
+
+func (gs *gatedStack) batchSizes() []int {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return append([]int(nil), gs.sizes...)
+}
+
+func TestTwoMetersCharging200TimesAt5CreditsInBatchesSpendExactly500(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk, commands.MeterOptions{Workers: 4, MaxBatch: 16})
+	b := newStack(t, dbURL, clk, commands.MeterOptions{Workers: 4, MaxBatch: 16})
+	accountID := race200ChargesOn500Credits(t, a, b)
+	if l := ledgerOf(t, a, accountID); l.balance != 0 || !l.consistent() || l.charges != 101 {
+		t.Fatalf("ledger %+v; want balance 0 matching its events, 101 charges (with the spend-down)", l)
+	}
+	auditClean(t, a.pool)
+}
+
+func TestARefusedChargeInABatchFailsAloneAndTheOthersCommit(t *testing.T) {
+	gs := newGatedStack(t, &clock{now: noon}, commands.MeterHooks{})
+	rich, richKey := fundedAccount(t, gs.stack, 500) // 1,000 credits
+	poor, poorKey := fundedAccount(t, gs.stack, 0)
+	revoked, revokedKey := fundedAccount(t, gs.stack, 500)
+	richHash, revokedHash := domain.HashKey(richKey.APIKey), domain.HashKey(revokedKey.APIKey)
+	// The revoked key is authenticated (and cached) before the revoke: only the charge's
+	// re-check under the lock can refuse it.
+	revokedCaller, err := gs.meter.Authenticate(ctx, revokedHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gs.accounts.RevokeKey(ctx, revoked, revokedKey.KeyID, "", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	detail := func(hash domain.KeyHash, place string) chargeReq {
+		return chargeReq{hash, domain.OpPlaceDetail, []string{domain.PlaceResource(place)}}
+	}
+	long := strings.Repeat("x", 5000) // a resource identity far over PostgreSQL's index row limit
+	reqs := []chargeReq{
+		detail(richHash, "p1"),
+		{domain.HashKey(poorKey.APIKey), domain.OpTowns, []string{domain.TownsResource}},
+		detail(richHash, "p2"),
+		detail(richHash, long),
+		detail(richHash, "bad\x00name"),
+		detail(richHash, "p3"),
+	}
+	out := gs.oneBatch(t, richHash, reqs)
+	var revokedOut outcome
+	revokedOut.res, revokedOut.err = gs.meter.Charge(ctx, commands.ChargeRequest{Caller: revokedCaller, Operation: domain.OpPlaceDetail,
+		Resources: []string{domain.PlaceResource("p1")}})
+
+	for i, want := range []error{nil, domain.ErrInsufficientCredits, nil, nil, nil, nil} {
+		if !errors.Is(out[i].err, want) {
+			t.Errorf("charge %d: %v; want %v", i, out[i].err, want)
+		}
+	}
+	if !errors.Is(revokedOut.err, domain.ErrKeyRevoked) {
+		t.Errorf("charge with the revoked key: %v", revokedOut.err)
+	}
+	if sizes := gs.batchSizes(); len(sizes) < 2 || sizes[1] != len(reqs) {
+		t.Fatalf("batch sizes %v; want the %d charges in one batch", sizes, len(reqs))
+	}
+	balances := []int64{out[0].res.Balance, out[2].res.Balance, out[3].res.Balance, out[4].res.Balance, out[5].res.Balance}
+	if fmt.Sprint(balances) != "[999 998 997 996 995]" {
+		t.Fatalf("balances after the paid details %v; want [999 998 997 996 995]", balances)
+	}
+	if l := ledgerOf(t, gs.stack, rich); l.balance != 995 || !l.consistent() {
+		t.Fatalf("rich account %+v; want balance 995 matching its events", l)
+	}
+	if l := ledgerOf(t, gs.stack, poor); l.balance != 0 || l.deltas != 0 {
+		t.Fatalf("poor account %+v; want nothing charged", l)
+	}
+	if l := ledgerOf(t, gs.stack, revoked); l.balance != 1000 || !l.consistent() {
+		t.Fatalf("revoked account %+v; want nothing charged", l)
+	}
+	// The long identity is claimed like any other: again today it is free.
+	if res, err := gs.charge(richHash, domain.OpPlaceDetail, domain.PlaceResource(long)); err != nil || !res.FullyDeduplicated() {
+		t.Fatalf("the long resource again: %+v %v", res, err)
+	}
+	auditClean(t, gs.pool)
+}
+
+func TestTheSameResourceTwiceInOneBatchIsChargedOnce(t *testing.T) {
+	gs := newGatedStack(t, &clock{now: noon}, commands.MeterHooks{})
+	accountID, key := fundedAccount(t, gs.stack, 500)
+	hash := domain.HashKey(key.APIKey)
+	p1 := domain.PlaceResource("p1")
+	reqs := []chargeReq{
+		{hash, domain.OpPlaceDetail, []string{p1}},
+		{hash, domain.OpPlaceDetail, []string{p1}},
+		{hash, domain.OpPlaceList, []string{p1, domain.PlaceResource("p2")}},
+	}
+	out := gs.oneBatch(t, hash, reqs)
+	for i, o := range out {
+		if o.err != nil {
+			t.Fatalf("charge %d: %v", i, o.err)
+		}
+	}
+	first, again, list := out[0].res, out[1].res, out[2].res
+	if first.Credits != 1 || again.Credits != 0 || !again.FullyDeduplicated() || list.Credits != 1 || len(list.Deduplicated) != 1 {
+		t.Fatalf("first %+v, again %+v, list %+v; want p1 paid once, then free, and only p2 paid by the list", first, again, list)
+	}
+	if l := ledgerOf(t, gs.stack, accountID); l.balance != 998 || !l.consistent() {
+		t.Fatalf("ledger %+v; want balance 998 matching its events", l)
+	}
+}
+
+func TestTwoMetersChargingSeveralAccountsInMixedOrderNeverDeadlock(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk, commands.MeterOptions{MaxBatch: 16, Workers: 3})
+	b := newStack(t, dbURL, clk, commands.MeterOptions{MaxBatch: 16, Workers: 3})
+	single := newStack(t, dbURL, clk, commands.MeterOptions{MaxBatch: 1, Workers: 4})
+	const accounts, charges = 8, 600
+	ids := make([]string, accounts)
+	hashes := make([]domain.KeyHash, accounts)
+	for i := range ids {
+		id, key := fundedAccount(t, a, 500)
+		ids[i], hashes[i] = id, domain.HashKey(key.APIKey)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < charges; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s := []stack{a, b, single}[i%3]
+			// Each process sees the accounts in a different order.
+			acc := (i * 5) % accounts
+			if i%2 == 1 {
+				acc = accounts - 1 - acc
+			}
+			if _, err := s.charge(hashes[acc], domain.OpPlaceList, domain.PlaceResource(fmt.Sprint("a", i)), domain.PlaceResource(fmt.Sprint("b", i))); err != nil {
+				t.Error(err)
+			}
+		}(i)
+		if i == charges/2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := a.accounts.GrantBonus(ctx, "outage-1", 7, "mid-run", eventstore.Metadata{}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	var total int64
+	for _, id := range ids {
+		l := ledgerOf(t, a, id)
+		if !l.consistent() {
+			t.Errorf("account %s: %+v; want the write model to match its events", id, l)
+		}
+		total += l.balance
+	}
+	if want := int64(accounts*(1000+7) - charges*2); total != want {
+		t.Fatalf("total balance %d; want %d", total, want)
+	}
+	auditClean(t, a.pool)
+}
+
+// A stream head that moved between the batch's reads and its writes (something appended to
+// the account without its lock) makes the append statement raise: the claim, the event and the
+// debit are all rolled back, and only that account's charge fails.
+func TestAHeadMovedBehindTheMetersBackFailsTheChargeWithNothingWritten(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
+			var target atomic.Int32 // the stream whose head the hook moves
+			var moved atomic.Int64
+			var gs *gatedStack
+			hook := func(string, func()) {
+				if no := target.Load(); no != 0 {
+					if _, err := gs.pool.Exec(ctx, `UPDATE streams SET version = version + 1 WHERE stream_no = $1`, no); err != nil {
+						t.Error(err)
+					}
+					moved.Add(1)
+				}
+			}
+			gs = newGatedStack(t, &clock{now: noon}, commands.MeterHooks{BeforeWrite: hook})
+			victim, vkey := fundedAccount(t, gs.stack, 500)
+			other, okey := fundedAccount(t, gs.stack, 500)
+			vhash, ohash := domain.HashKey(vkey.APIKey), domain.HashKey(okey.APIKey)
+			vc, err := gs.meter.Authenticate(ctx, vhash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target.Store(vc.StreamNo)
+			var out []outcome
+			if batched {
+				out = gs.oneBatch(t, ohash, []chargeReq{
+					{vhash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
+					{ohash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
+				})
+			} else {
+				close(gs.release)
+				var o outcome
+				o.res, o.err = gs.charge(vhash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
+				out = append(out, o)
+			}
+			target.Store(0)
+			// Put the head back where its events are, as an operator would.
+			if _, err := gs.pool.Exec(ctx, `UPDATE streams SET version = version - $2 WHERE stream_no = $1`, vc.StreamNo, moved.Load()); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.Is(out[0].err, eventstore.ErrVersionConflict) {
+				t.Fatalf("victim's charge: %+v %v; want a version conflict", out[0].res, out[0].err)
+			}
+			if batched && (out[1].err != nil || out[1].res.Credits != 1) {
+				t.Fatalf("neighbour's charge: %+v %v; want it charged", out[1].res, out[1].err)
+			}
+			if l := ledgerOf(t, gs.stack, victim); l.balance != 1000 || !l.consistent() || l.charges != 0 {
+				t.Fatalf("victim %+v; want nothing debited", l)
+			}
+			var claims int
+			_ = gs.pool.QueryRow(ctx, `SELECT count(*) FROM dedup_claims WHERE stream_no = $1`, vc.StreamNo).Scan(&claims)
+			if claims != 0 {
+				t.Fatalf("the failed charge left %d claims", claims)
+			}
+			if l := ledgerOf(t, gs.stack, other); !l.consistent() {
+				t.Fatalf("neighbour %+v", l)
+			}
+			auditClean(t, gs.pool)
+		})
+	}
+}
+
+// The connection is lost after COMMIT was sent. If the transaction committed, the paid answer
+// is served; if it did not (the connection was lost before COMMIT got through), the answer is
+// "unavailable" and nothing was charged. Either way, what is answered is what happened.
+func TestALostCommitIsFoundOutBeforeAnswering(t *testing.T) {
+	type mode int
+	const (
+		afterCommit mode = iota
+		beforeCommit
+	)
+	for _, m := range []mode{afterCommit, beforeCommit} {
+		t.Run(map[mode]string{afterCommit: "committed", beforeCommit: "rolled back"}[m], func(t *testing.T) {
+			dbURL := pgtest.NewDatabase(t)
+			var armed atomic.Bool
+			var probe stack
+			hooks := commands.MeterHooks{
+				BeforeWrite: func(_ string, cut func()) {
+					if m == beforeCommit && armed.CompareAndSwap(true, false) {
+						cut()
+					}
+				},
+				AfterCommitSent: func(txid string, cut func()) {
+					if m != afterCommit || !armed.CompareAndSwap(true, false) {
+						return
+					}
+					// Wait until the commit has happened, then lose the answer to it.
+					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+						var status *string
+						_ = probe.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&status)
+						if status != nil && *status == "committed" {
+							break
+						}
+					}
+					cut()
+				},
+			}
+			s := newStack(t, dbURL, &clock{now: noon}, commands.MeterOptions{Hooks: hooks})
+			probe = newStack(t, dbURL, &clock{now: noon})
+			id, key := fundedAccount(t, s, 500)
+			hash := domain.HashKey(key.APIKey)
+			armed.Store(true)
+			res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
+			l := ledgerOf(t, s, id)
+			switch m {
+			case afterCommit:
+				if err != nil || res.Credits != 1 || res.Balance != 999 || l.balance != 999 || l.charges != 1 {
+					t.Fatalf("answer %+v %v, ledger %+v; want the paid answer of the charge that committed", res, err, l)
+				}
+			case beforeCommit:
+				if !errors.Is(err, domain.ErrUnavailable) || l.balance != 1000 || l.charges != 0 {
+					t.Fatalf("answer %+v %v, ledger %+v; want unavailable and nothing charged", res, err, l)
+				}
+			}
+			if !l.consistent() {
+				t.Fatalf("ledger %+v", l)
+			}
+			// The meter goes on with a fresh connection.
+			if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p2")); err != nil || res.Credits != 1 {
+				t.Fatalf("next charge: %+v %v", res, err)
+			}
+			auditClean(t, s.pool)
+		})
+	}
+}
+
+// A request cancelled while its batch commits still learns what its batch did: the charge
+// happened, so the answer is the charge's, not "cancelled, nothing charged".
+func TestARequestCancelledWhileItsBatchCommitsGetsTheBatchsAnswer(t *testing.T) {
+	var cancel context.CancelFunc
+	var once sync.Once
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{Hooks: commands.MeterHooks{
+		AfterCommitSent: func(string, func()) {
+			if cancel != nil {
+				once.Do(cancel)
+			}
+		}}})
+	id, key := fundedAccount(t, s, 500)
+	c, err := s.meter.Authenticate(ctx, domain.HashKey(key.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqCtx, cancelReq := context.WithCancel(ctx)
+	cancel = cancelReq
+	res, err := s.meter.Charge(reqCtx, commands.ChargeRequest{Caller: c, Operation: domain.OpPlaceDetail, Resources: []string{domain.PlaceResource("p1")}})
+	if err != nil || res.Credits != 1 {
+		t.Fatalf("answer %+v %v; want the charge that committed", res, err)
+	}
+	if l := ledgerOf(t, s, id); l.balance != 999 {
+		t.Fatalf("balance %d, want 999", l.balance)
+	}
+}
+
+// A revoke that commits while a charge waits for the account's lock must be seen by that
+// charge: the key's state is read after the lock is taken.
+func TestAKeyRevokedWhileAChargeWaitsForTheAccountLockIsRefused(t *testing.T) {
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon})
+	id, key := fundedAccount(t, s, 500)
+	c, err := s.meter.Authenticate(ctx, domain.HashKey(key.APIKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The revoke, done by hand so that it can hold the account's lock while the charge queues
+	// behind it: lock, revoke, then commit.
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE api_keys SET state = 'revoked', revoked_at = $2 WHERE key_id = $1`, key.KeyID, noon); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var o outcome
+		o.res, o.err = s.meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: domain.OpPlaceDetail, Resources: []string{domain.PlaceResource("p1")}})
+		done <- o
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting bool
+		_ = s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the charge never waited for the account lock")
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o := <-done
+	if !errors.Is(o.err, domain.ErrKeyRevoked) {
+		t.Fatalf("charge: %+v %v; want the revoke that committed before the lock was granted to refuse it", o.res, o.err)
+	}
+	if l := ledgerOf(t, s, id); l.balance != 1000 || l.charges != 0 {
+		t.Fatalf("ledger %+v; want nothing charged", l)
+	}
+}
+
+// Two processes whose clocks disagree by an hour charge one account at once. Within the
+// account's stream recorded_at never goes back, so balance-at is a balance the account had.
+func TestChargesFromSkewedClocksNeverMoveAStreamsTimeBack(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	ahead := &clock{now: noon.Add(time.Hour)}
+	behind := &clock{now: noon}
+	a, b := newStack(t, dbURL, ahead), newStack(t, dbURL, behind)
+	id, key := fundedAccount(t, a, 500)
+	hash := domain.HashKey(key.APIKey)
+	var wg sync.WaitGroup
+	for i := 0; i < 120; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			if _, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource(fmt.Sprint("p", i))); err != nil {
+				t.Error(err)
+			}
+			ahead.Advance(time.Millisecond)
+			behind.Advance(time.Millisecond)
+		}(i)
+	}
+	wg.Wait()
+	var prev time.Time
+	after := int64(0)
+	for {
+		page, err := a.views.Ledger(ctx, id, after, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			if e.RecordedAt.Before(prev) {
+				t.Fatalf("v%d recorded at %v, before v%d's %v", e.Version, e.RecordedAt, e.Version-1, prev)
+			}
+			prev = e.RecordedAt
+		}
+		after = page[len(page)-1].Position
+	}
+	auditClean(t, a.pool)
+}

@@ -1,0 +1,167 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// fromEvents joins each event to its stream's id.
+const fromEvents = ` FROM events e JOIN streams s ON s.stream_no = e.stream_no `
+
+// ReadStream returns the events of one stream with version > after, in version order.
+func ReadStream(ctx context.Context, q Querier, streamID string, after int64) ([]Event, error) {
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
+		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM streams WHERE stream_id = $1) AND e.version > $2
+		ORDER BY e.position`, streamID, after)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(rows)
+}
+
+// ReadStreamPage returns up to limit events of one stream whose position is after the given
+// one, in order. Within a stream, position order is version order, and the stream index holds
+// (stream, position): any page costs one index descent, the first and the last alike.
+func ReadStreamPage(ctx context.Context, q Querier, streamID string, afterPosition int64, limit int) ([]Event, error) {
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
+		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM streams WHERE stream_id = $1) AND e.position > $2
+		ORDER BY e.position LIMIT $3`, streamID, afterPosition, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(rows)
+}
+
+// LastAt returns the newest event of a stream recorded at or before at; ok is false when the
+// stream has none. Within a stream recorded_at never decreases with version, so the events at
+// or before `at` are a prefix of the stream: stream_marks (every 256th event, by time) bound
+// the search to the events between two marks.
+func LastAt(ctx context.Context, q Querier, streamID string, at time.Time) (e Event, ok bool, err error) {
+	rows, err := q.Query(ctx, `
+		WITH st AS (SELECT stream_no FROM streams WHERE stream_id = $1),
+		lo AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at <= $2
+			ORDER BY m.recorded_at DESC, m.version DESC LIMIT 1),
+		hi AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at > $2
+			ORDER BY m.recorded_at, m.version LIMIT 1)
+		SELECT `+eventColumns+fromEvents+`
+		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM st)
+		  AND e.position >= coalesce((SELECT position FROM lo), 0)
+		  AND e.position < coalesce((SELECT position FROM hi), $3)
+		  AND e.recorded_at <= $2
+		ORDER BY e.position DESC LIMIT 1`, streamID, at, int64(math.MaxInt64))
+	if err != nil {
+		return e, false, err
+	}
+	events, err := scanEvents(rows)
+	if err != nil || len(events) == 0 {
+		return e, false, err
+	}
+	return events[0], true, nil
+}
+
+// StreamHead returns the head of one stream; ok is false when the stream does not exist.
+func StreamHead(ctx context.Context, q Querier, streamID string) (h Head, ok bool, err error) {
+	heads, err := ScanHeads(q.Query(ctx, `SELECT `+headColumns+` FROM streams WHERE stream_id = $1`, streamID))
+	if err != nil {
+		return h, false, err
+	}
+	for _, head := range heads {
+		return *head, true, nil
+	}
+	return h, false, nil
+}
+
+// visible restricts a read to transactions that can no longer commit anything new below
+// them: every transaction with an id under the snapshot's xmin has ended, so no event can
+// later appear behind a reader that has passed it.
+const visible = `e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
+
+// ReadAll returns up to limit events after the given position, in global order, never
+// skipping one that commits later with a lower position.
+func ReadAll(ctx context.Context, q Querier, after Position, limit int) ([]Event, error) {
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
+		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
+		ORDER BY e.transaction_id, e.position LIMIT $3`, strconv.FormatUint(after.TxID, 10), after.Pos, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(rows)
+}
+
+// NextBatch finds the end of the next batch of at most limit visible events after the given
+// position, without reading their bodies. n is 0 when there is nothing new.
+func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end Position, n int, err error) {
+	var tx string
+	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
+			SELECT e.transaction_id, e.position FROM events e
+			WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
+			ORDER BY e.transaction_id, e.position LIMIT $3) o
+		ORDER BY transaction_id DESC, position DESC LIMIT 1`,
+		strconv.FormatUint(after.TxID, 10), after.Pos, limit).Scan(&tx, &end.Pos, &n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return after, 0, nil
+	}
+	if err != nil || n == 0 {
+		return after, 0, err
+	}
+	end.TxID, err = strconv.ParseUint(tx, 10, 64)
+	return end, n, err
+}
+
+// ReadRange returns the events in (after, upto] in global order. upto must come from
+// NextBatch, so that the range is closed: no transaction can add to it any more.
+func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
+	return ReadRangeOf(ctx, q, after, upto, "")
+}
+
+// ReadRangeOf is ReadRange restricted to the streams whose id starts with streamPrefix
+// ("" for all). A projection that reads only account streams then never loads the catalog's
+// large payloads.
+func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefix string) ([]Event, error) {
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
+		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
+		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
+		  AND starts_with(s.stream_id, $5)
+		ORDER BY e.transaction_id, e.position`,
+		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefix)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(rows)
+}
+
+// GlobalHead returns the position of the newest committed event. A reader that has passed it
+// has seen everything committed before GlobalHead was called.
+func GlobalHead(ctx context.Context, q Querier) (Position, error) {
+	var tx string
+	var p Position
+	err := q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position FROM events
+		ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&tx, &p.Pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Position{}, nil
+	}
+	if err != nil {
+		return p, err
+	}
+	p.TxID, err = strconv.ParseUint(tx, 10, 64)
+	return p, err
+}
+
+// TotalEvents is the number of events in the store: the sum of every stream's version.
+func TotalEvents(ctx context.Context, q Querier) (int64, error) {
+	var n int64
+	err := q.QueryRow(ctx, `SELECT coalesce(sum(version), 0)::bigint FROM streams`).Scan(&n)
+	return n, err
+}
+
+// AnyStream reports whether a stream whose id starts with prefix holds an event.
+func AnyStream(ctx context.Context, q Querier, prefix string) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM streams WHERE starts_with(stream_id, $1) AND version > 0)`, prefix).Scan(&ok)
+	return ok, err
+}

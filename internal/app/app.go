@@ -1,0 +1,262 @@
+// Package app wires the service together: the database, the event store, the projections,
+// the meter, the read and admin APIs and their HTTP servers. `kyapi serve` and the benchmark
+// servers under bench/ call the same Serve, so a benchmark measures exactly what is served.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/adminapi"
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/migrations"
+	"github.com/kyapi/kyapi/projections"
+	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
+	"github.com/kyapi/kyapi/projections/placeindex/elasticindex"
+	"github.com/kyapi/kyapi/readapi"
+)
+
+// NewLogger is the service's JSON logger at the given level.
+func NewLogger(level string) *logrus.Logger {
+	log := logrus.New()
+	log.SetFormatter(&logrus.JSONFormatter{TimestampFormat: time.RFC3339Nano})
+	if l, err := logrus.ParseLevel(level); err == nil {
+		log.SetLevel(l)
+	}
+	return log
+}
+
+// OpenDB connects and applies migrations, so every command runs on the current schema.
+func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if pcfg.MaxConns < 16 {
+		pcfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach PostgreSQL: %w", err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// OpenIndex opens the place index: Elasticsearch when ELASTICSEARCH_URL is set, otherwise the
+// embedded index under DATA_DIR.
+func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
+	if cfg.ElasticsearchURL != "" {
+		return elasticindex.Open(ctx, cfg.ElasticsearchURL, "kyapi-places")
+	}
+	return bleveindex.Open(filepath.Join(cfg.DataDir, "placeindex"))
+}
+
+// Options choose what a process serves.
+type Options struct {
+	Read        bool // the public read API on READ_ADDR (and this process's place index)
+	Admin       bool // the admin API on ADMIN_ADDR
+	Projections bool // the shared read-model projections
+	// Meter, when set, replaces the production meter. Only bench/unmetered sets it, to
+	// measure the same handlers without metering; `kyapi serve` cannot.
+	Meter func(*eventstore.Store) readapi.Meter
+}
+
+// maintenanceEvery is how often a serving process creates the event partitions ahead and
+// deletes the dedup claims of past days (commands.Maintain).
+const maintenanceEvery = time.Minute
+
+// Serve runs the service until ctx ends or a listener fails.
+func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) error {
+	pool, err := OpenDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	store := eventstore.New(pool)
+	clock := time.Now
+
+	var ps []projections.Projection
+	if opts.Projections {
+		ps = projections.All(pool, nil, cfg.CanonicalBaseURL)
+	}
+	var index placeindex.Index
+	if opts.Read {
+		if index, err = OpenIndex(ctx, cfg); err != nil {
+			return fmt.Errorf("place index: %w", err)
+		}
+		defer index.Close()
+		ps = append(ps, projections.PlaceIndex{Pool: pool, Index: index})
+	}
+	// Catch up before listening, so the first answers come from complete read models.
+	start := time.Now()
+	for _, p := range ps {
+		n, err := projections.CatchUp(ctx, pool, p, 5000, nil)
+		if err != nil {
+			return fmt.Errorf("catching up %s: %w", p.Name(), err)
+		}
+		if n > 0 {
+			log.WithFields(logrus.Fields{"projection": p.Name(), "events": n}).Info("caught up")
+		}
+	}
+	log.WithField("duration_ms", time.Since(start).Milliseconds()).Info("projections ready")
+	runner := &projections.Runner{Pool: pool, Projections: ps, Log: log}
+	store.OnAppend = runner.Wake
+	if err := runner.Start(ctx); err != nil {
+		return err
+	}
+	defer runner.Close()
+	go maintain(ctx, store, clock, log)
+
+	var meter *commands.Meter
+	if opts.Read || opts.Admin {
+		meter = commands.NewMeter(store, clock, commands.MeterOptions{})
+		defer meter.Close()
+		go meter.Keys().Listen(ctx, func(err error) {
+			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
+		})
+	}
+	accounts := commands.Accounts{Store: store, Clock: clock,
+		GrantProgress: func(g commands.BonusGrant) {
+			log.WithFields(logrus.Fields{"outage_id": g.OutageID, "accounts": g.Accounts, "state": g.State}).Info("bonus grant progress")
+		}}
+	if meter != nil {
+		accounts.KeysChanged = meter.Keys().Forget
+	}
+	if opts.Admin {
+		// A grant left running by a process that stopped is finished in the background.
+		go func() {
+			if err := accounts.ResumeGrants(ctx, eventstore.Metadata{Actor: "serve:resume"}); err != nil && ctx.Err() == nil {
+				log.WithError(err).Error("resuming bonus grants")
+			}
+		}()
+	}
+
+	var servers []*http.Server
+	errc := make(chan error, 2)
+	listen := func(name, addr string, h http.Handler, tls bool) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s API: %w", name, err)
+		}
+		srv := NewHTTPServer(h)
+		servers = append(servers, srv)
+		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
+		go func() {
+			var err error
+			if tls {
+				err = srv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
+			} else {
+				err = srv.Serve(ln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s API: %w", name, err)
+			}
+		}()
+		return nil
+	}
+	if opts.Read {
+		var m readapi.Meter = meter
+		if opts.Meter != nil {
+			m = opts.Meter(store)
+		}
+		read := &readapi.Server{
+			Meter:              m,
+			Pool:               pool,
+			Index:              index,
+			Clock:              clock,
+			CanonicalBaseURL:   cfg.CanonicalBaseURL,
+			RateLimitPerMinute: cfg.RateLimit,
+			Log:                log,
+		}
+		if err := listen("read", cfg.ReadAddr, read.Handler(), cfg.TLSCertFile != ""); err != nil {
+			return err
+		}
+	}
+	if opts.Admin {
+		if cfg.AdminToken == "" {
+			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
+		}
+		admin := &adminapi.Server{
+			Accounts: accounts,
+			Import:   commands.ImportCatalog{Store: store, Clock: clock},
+			Views:    commands.Views{Pool: pool},
+			Token:    cfg.AdminToken,
+			Log:      log,
+			Clock:    clock,
+		}
+		if err := listen("admin", cfg.AdminAddr, admin.Handler(), false); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(shutdownCtx)
+	}
+	return err
+}
+
+// maintain runs commands.Maintain now and every maintenanceEvery until ctx ends.
+func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Time, log *logrus.Logger) {
+	t := time.NewTicker(maintenanceEvery)
+	defer t.Stop()
+	for {
+		if parts, claims, err := commands.Maintain(ctx, store, clock()); err != nil {
+			if ctx.Err() == nil {
+				log.WithError(err).Warn("maintenance failed; it runs again in a minute")
+			}
+		} else if parts > 0 || claims > 0 {
+			log.WithFields(logrus.Fields{"partitions_created": parts, "claims_deleted": claims}).Info("maintenance")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Header limits: past headerLimit a request gets a 431 with the error body; past
+// headerHardCap net/http refuses it itself, before any handler runs.
+const (
+	headerLimit   = 16 << 10
+	headerHardCap = 64 << 10
+)
+
+// NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           httpx.LimitHeaders(headerLimit)(h),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    headerHardCap,
+	}
+}

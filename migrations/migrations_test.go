@@ -1,0 +1,102 @@
+package migrations_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/audit"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/migrations"
+	"github.com/kyapi/kyapi/projections"
+)
+
+// A database written by the first version of the store (one events table, verbose charge
+// events, plain claims) is carried over: every stream chained from its first event, positions
+// and checkpoints kept, totals and key numbers derived, today's claims kept as hashes — and it
+// audits clean.
+func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDatabase(t)
+	// NewDatabase migrated it fully; start again from an empty schema at 0004.
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyThrough(ctx, pool, "0004_catalog.sql"); err != nil {
+		t.Fatal(err)
+	}
+	legacy := `
+		INSERT INTO accounts (account_id, name, email, balance, version, opened_at)
+			VALUES ('acc_1', 'Old Co', 'old@test.example', 997, 5, '2026-11-20T10:00:00Z');
+		INSERT INTO api_keys (key_id, key_hash, account_id, last4, state, issued_at)
+			VALUES ('key_1', '\x01', 'acc_1', 'abcd', 'active', '2026-11-20T10:00:01Z');
+		INSERT INTO events (stream_id, version, type, payload, metadata, recorded_at) VALUES
+			('account-acc_1', 1, 'AccountOpened', '{"account_id":"acc_1","name":"Old Co","email":"old@test.example","credits_delta":0,"balance_after":0}', '{"actor":"admin"}', '2026-11-20T10:00:00Z'),
+			('account-acc_1', 2, 'KeyIssued', '{"account_id":"acc_1","key_id":"key_1","key_hash":"01","last4":"abcd","credits_delta":0,"balance_after":0}', '{"actor":"admin"}', '2026-11-20T10:00:01Z'),
+			('account-acc_1', 3, 'CreditsPurchased', '{"account_id":"acc_1","payment_ref":"p","amount_cents":500,"credits":1000,"credits_delta":1000,"balance_after":1000}', '{}', '2026-11-20T10:00:02Z'),
+			('place-plc_1', 1, 'PlaceImported', '{"place_id":"plc_1","name":"Joe''s","category":"food"}', '{}', '2026-11-20T09:00:00Z'),
+			('account-acc_1', 4, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r1","operation":"places.list","day":"2026-11-20","paid":["place:plc_1","place:plc_2"],"credits_delta":-2,"balance_after":998}', '{"request_id":"r1","actor":"key:key_1"}', '2026-11-20T11:00:00Z'),
+			('account-acc_1', 5, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r2","operation":"places.detail","day":"2026-11-20","paid":["place:plc_3"],"credits_delta":-1,"balance_after":997}', '{"request_id":"r2","actor":"key:key_1"}', '2026-11-20T11:00:01Z');
+		INSERT INTO dedup_claims (account_id, day, resource) VALUES
+			('acc_1', current_date, 'place:plc_1'), ('acc_1', current_date - 5, 'place:plc_3');
+		INSERT INTO projection_checkpoints (name, transaction_id, position) VALUES ('usage', '7', 4);`
+	if _, err := pool.Exec(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+
+	for stream, want := range map[string]int64{"account-acc_1": 5, "place-plc_1": 1} {
+		events, err := eventstore.ReadStream(ctx, pool, stream, 0)
+		if err != nil || int64(len(events)) != want {
+			t.Fatalf("%s: %d events, %v", stream, len(events), err)
+		}
+		prev := eventstore.ZeroHash
+		for _, e := range events {
+			if !eventstore.Verify(prev, e) {
+				t.Fatalf("%s v%d does not chain", stream, e.Version)
+			}
+			prev = e.Hash
+		}
+		head, _, _ := eventstore.StreamHead(ctx, pool, stream)
+		if head.Version != want || head.Hash != prev {
+			t.Fatalf("%s head %+v", stream, head)
+		}
+	}
+	var charged, requests, keyNo, claims int64
+	if err := pool.QueryRow(ctx, `SELECT a.charged_credits, a.requests_charged, k.key_no,
+			(SELECT count(*) FROM dedup_claims WHERE resource_hash = kyapi_resource_hash('place:plc_1'))
+		FROM accounts a JOIN api_keys k USING (account_id)`).Scan(&charged, &requests, &keyNo, &claims); err != nil {
+		t.Fatal(err)
+	}
+	if charged != 3 || requests != 2 || keyNo != 1 || claims != 1 {
+		t.Fatalf("charged %d, requests %d, key_no %d, today's claims %d; want 3, 2, 1, 1", charged, requests, keyNo, claims)
+	}
+	var checkpointPos int64
+	_ = pool.QueryRow(ctx, `SELECT position FROM projection_checkpoints WHERE name = 'usage'`).Scan(&checkpointPos)
+	if checkpointPos != 4 {
+		t.Fatalf("the usage checkpoint moved to %d", checkpointPos)
+	}
+	for _, a := range projections.SQLAppliers("https://api.test") {
+		if _, err := projections.CatchUp(ctx, pool, projections.SQL{Pool: pool, Applier: a}, 100, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	rep, err := audit.Run(ctx, pool, audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Differences) != 0 || rep.Events != 6 {
+		t.Fatalf("audit of the carried-over database: %+v\n%s", rep, out.String())
+	}
+}
