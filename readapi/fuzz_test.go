@@ -52,8 +52,8 @@ var fuzzRoutes = []string{
 
 // newFuzzServer builds one read API over a fresh database holding fuzzCatalog, and a key
 // whose balance and rate limit are large enough that neither 402 nor 429 hides how the
-// parameters are parsed.
-func newFuzzServer(tb testing.TB) (http.Handler, string) {
+// parameters are parsed; balance reads the key's account balance from the write model.
+func newFuzzServer(tb testing.TB) (h http.Handler, key string, balance func() int64) {
 	tb.Helper()
 	ctx := context.Background()
 	pool := pgtest.NewPool(tb)
@@ -89,7 +89,7 @@ func newFuzzServer(tb testing.TB) (http.Handler, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	key, err := accounts.IssueKey(ctx, id, eventstore.Metadata{})
+	issued, err := accounts.IssueKey(ctx, id, eventstore.Metadata{})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -105,7 +105,14 @@ func newFuzzServer(tb testing.TB) (http.Handler, string) {
 		Meter: meter, Pool: pool, Index: index, Clock: clk,
 		CanonicalBaseURL: baseURL, RateLimitPerMinute: 1 << 30, Log: logger,
 	}
-	return srv.Handler(), key.APIKey
+	balance = func() int64 {
+		var b int64
+		if err := pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, id).Scan(&b); err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
+	return srv.Handler(), issued.APIKey, balance
 }
 
 // fuzzReadEvents waits until the n imported catalog events are visible and returns them.
@@ -145,7 +152,8 @@ func fuzzTarget(endpoint uint8, rawQuery, placeID string) *url.URL {
 }
 
 // FuzzQueryParameters: whatever the query string and place id, every data endpoint answers
-// without a panic or a 5xx, with the success envelope or the error body.
+// without a panic or a 5xx, with the success envelope or the error body, and an error answer
+// leaves the balance as it was.
 func FuzzQueryParameters(f *testing.F) {
 	long := strings.Repeat("x", 10_000)
 	for _, s := range []struct {
@@ -169,11 +177,17 @@ func FuzzQueryParameters(f *testing.F) {
 		{1, "", "../../admin"},
 		{1, "", "a%2Fb"},
 		{8, "town=\xff\xfe&q=\x80", ""},
+		{9, "town=" + url.QueryEscape(long[:3000]), ""},
+		{7, "town=" + strings.Repeat("%E2%82%AC", 1000), ""},
+		{0, "town=" + strings.Repeat("t", 101) + "&q=" + strings.Repeat("q", 200), ""},
+		{5, "lat=" + strings.Repeat("0", 40) + "&lng=1", ""},
+		{2, "", strings.Repeat("m", 129)},
 	} {
 		f.Add(s.endpoint, s.query, s.placeID)
 	}
-	h, key := newFuzzServer(f)
+	h, key, balance := newFuzzServer(f)
 	f.Fuzz(func(t *testing.T, endpoint uint8, rawQuery, placeID string) {
+		before := balance()
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
 		req.URL = fuzzTarget(endpoint, rawQuery, placeID)
 		req.RequestURI = req.URL.RequestURI()
@@ -214,6 +228,9 @@ func FuzzQueryParameters(f *testing.F) {
 		}
 		if status < 400 {
 			t.Fatalf("GET %q: unexpected status %d: %s", where, status, body)
+		}
+		if after := balance(); after != before {
+			t.Fatalf("GET %q: %d charged %d credits: %s", where, status, before-after, body)
 		}
 		var e struct {
 			Error string `json:"error"`

@@ -2,11 +2,15 @@ package readapi
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gorilla/mux"
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/httpx"
@@ -30,6 +34,40 @@ func ResolveTown(town string) string {
 		return slug
 	}
 	return domain.Slugify(key)
+}
+
+// paramLimits is the longest value, in bytes as sent (after percent-decoding), of each query
+// parameter a data route reads, and of the place id in the path. No valid value comes near
+// these (the longest town slug has 52 bytes; catalog ids at most 128), so a longer one is
+// refused with 400 bad_request naming the parameter, before anything is looked up or charged.
+// docs/limits.md and the OpenAPI document list the same numbers.
+var paramLimits = map[string]int{
+	"town": 100, "q": 200,
+	"limit": 20, "offset": 20,
+	"lat": 32, "lng": 32, "radius": 32,
+	"from": 32, "to": 32,
+	"placeId": 128,
+}
+
+// ParamLimits returns a copy of the length limits, by parameter name (placeId for the path).
+func ParamLimits() map[string]int { return maps.Clone(paramLimits) }
+
+// checkLengths refuses a request whose place id, or the value used of any parameter in
+// params (the first occurrence), is longer than paramLimits allows.
+func checkLengths(r *http.Request, params []string) error {
+	if id, ok := mux.Vars(r)["placeId"]; ok && len(id) > paramLimits["placeId"] {
+		return badParam("placeId", "must be at most %d bytes", paramLimits["placeId"])
+	}
+	if len(params) == 0 {
+		return nil
+	}
+	q := r.URL.Query()
+	for _, name := range params {
+		if limit := paramLimits[name]; len(q.Get(name)) > limit {
+			return badParam(name, "must be at most %d bytes", limit)
+		}
+	}
+	return nil
 }
 
 // badParam is a query parameter that is missing, malformed or out of range: a 400

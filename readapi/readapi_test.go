@@ -1,7 +1,9 @@
 package readapi_test
 
 import (
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -149,6 +151,74 @@ func TestOutOfRangeOrMalformedParametersAre400BadRequestAndNotCharged(t *testing
 	if r := s.get(key, "/api/data/places?limit=101"); !strings.Contains(string(r.Body), "limit") {
 		t.Fatalf("400 body does not name the parameter: %s", r.Body)
 	}
+}
+
+// A parameter longer than its documented maximum (docs/limits.md) is a 400 naming it, whatever
+// its content, and costs nothing; one at its maximum is read as usual. Before these limits a
+// 3,000-character town made the dedup claim's key too long for its index: a 500.
+func TestEveryParameterLongerThanItsLimitIs400NamingItAndNotCharged(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customer(500)
+	junk := func(n int) string { // random-looking text of n bytes: letters, spaces, %, multibyte
+		var b strings.Builder
+		for i := 0; b.Len() < n; i++ {
+			b.WriteString([]string{"a", " ", "%", "é", "Z", "-", "9", "&"}[(i*7+i/3)%8])
+		}
+		return b.String()[:n]
+	}
+	over := map[string]struct{ route, param string }{
+		"places town":       {"/api/data/places?", "town"},
+		"places q":          {"/api/data/places?", "q"},
+		"places limit":      {"/api/data/places?", "limit"},
+		"places offset":     {"/api/data/places?", "offset"},
+		"search lat":        {"/api/data/search?lng=-84.5&", "lat"},
+		"search lng":        {"/api/data/search?lat=38&", "lng"},
+		"search radius":     {"/api/data/search?lat=38&lng=-84.5&", "radius"},
+		"search limit":      {"/api/data/search?lat=38&lng=-84.5&", "limit"},
+		"search offset":     {"/api/data/search?lat=38&lng=-84.5&", "offset"},
+		"hidden-gems town":  {"/api/data/hidden-gems?", "town"},
+		"hidden-gems limit": {"/api/data/hidden-gems?", "limit"},
+		"events town":       {"/api/data/events?", "town"},
+		"events from":       {"/api/data/events?", "from"},
+		"events to":         {"/api/data/events?", "to"},
+	}
+	for name, c := range over {
+		t.Run(name, func(t *testing.T) {
+			limit := readapi.ParamLimits()[c.param]
+			for _, n := range []int{limit + 1, 3000} {
+				r := s.get(key, c.route+c.param+"="+url.QueryEscape(junk(n)))
+				r.expectError(t, http.StatusBadRequest, "bad_request")
+				var e struct{ Error string }
+				if err := json.Unmarshal(r.Body, &e); err != nil {
+					t.Fatal(err)
+				}
+				if want := strconv.Quote(c.param) + " must be at most " + strconv.Itoa(limit) + " bytes"; !strings.Contains(e.Error, want) {
+					t.Fatalf("%d bytes: error %q does not say %s", n, e.Error, want)
+				}
+			}
+		})
+	}
+	for _, path := range []string{"/api/data/places/", "/api/data/places/%s/menu", "/api/data/places/%s/reviews", "/api/data/places/%s/related"} {
+		long := strings.Repeat("p", readapi.ParamLimits()["placeId"]+1)
+		p := strings.Replace(path, "%s", long, 1)
+		if !strings.Contains(path, "%s") {
+			p += long
+		}
+		s.get(key, p).expectError(t, http.StatusBadRequest, "bad_request")
+	}
+	if b := s.balance(account); b != 1000 {
+		t.Fatalf("balance %d after 400s, want 1000 (nothing charged)", b)
+	}
+
+	// At their maximum they are ordinary values: an unknown town lists nothing, an unknown id is 404.
+	atMax := strings.Repeat("y", readapi.ParamLimits()["town"])
+	if rows, m := s.get(key, "/api/data/places?town="+atMax+"&q="+strings.Repeat("q", readapi.ParamLimits()["q"])).rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
+		t.Fatalf("town and q at their maximum: %d rows, meta %+v", len(rows), m)
+	}
+	if _, m := s.get(key, "/api/data/events?town="+atMax).rows(t); m.CreditsUsed != 5 {
+		t.Fatalf("events with a town at its maximum: meta %+v, want 5 credits", m)
+	}
+	s.get(key, "/api/data/places/"+strings.Repeat("p", readapi.ParamLimits()["placeId"])).expectError(t, http.StatusNotFound, "not_found")
 }
 
 func TestAMissingKeyIs401MissingAPIKey(t *testing.T) {

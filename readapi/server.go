@@ -45,7 +45,7 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	log := s.logger()
 	limiter := newRateLimiter(s.RateLimitPerMinute)
-	data := func(h dataHandler) http.Handler { return s.authorized(limiter, h) }
+	data := func(params []string, h dataHandler) http.Handler { return s.authorized(limiter, params, h) }
 
 	r := mux.NewRouter()
 	r.Use(httpx.AccessLog(log))
@@ -57,23 +57,26 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write(openapi.Document())
 	}).Methods(http.MethodGet)
 
+	// Each route with the query parameters it reads: their lengths are checked (paramLimits)
+	// before the handler parses them.
 	routes := []struct {
-		path string
-		h    dataHandler
+		path   string
+		params []string
+		h      dataHandler
 	}{
-		{"/api/data/places", s.listPlaces},
-		{"/api/data/places/{placeId}", s.placeDetail},
-		{"/api/data/places/{placeId}/menu", s.placeMenu},
-		{"/api/data/places/{placeId}/reviews", s.placeReviews},
-		{"/api/data/places/{placeId}/related", s.relatedPlaces},
-		{"/api/data/search", s.searchPlaces},
-		{"/api/data/trending", s.trending},
-		{"/api/data/hidden-gems", s.hiddenGems},
-		{"/api/data/towns", s.towns},
-		{"/api/data/events", s.events},
+		{"/api/data/places", []string{"town", "q", "limit", "offset"}, s.listPlaces},
+		{"/api/data/places/{placeId}", nil, s.placeDetail},
+		{"/api/data/places/{placeId}/menu", nil, s.placeMenu},
+		{"/api/data/places/{placeId}/reviews", nil, s.placeReviews},
+		{"/api/data/places/{placeId}/related", nil, s.relatedPlaces},
+		{"/api/data/search", []string{"lat", "lng", "radius", "limit", "offset"}, s.searchPlaces},
+		{"/api/data/trending", nil, s.trending},
+		{"/api/data/hidden-gems", []string{"town", "limit"}, s.hiddenGems},
+		{"/api/data/towns", nil, s.towns},
+		{"/api/data/events", []string{"town", "from", "to"}, s.events},
 	}
 	for _, rt := range routes {
-		r.Handle(rt.path, data(rt.h)).Methods(http.MethodGet)
+		r.Handle(rt.path, data(rt.params, rt.h)).Methods(http.MethodGet)
 	}
 
 	r.NotFoundHandler = httpx.AccessLog(log)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -110,9 +113,9 @@ type caller = commands.Caller
 type dataHandler func(w http.ResponseWriter, r *http.Request, c caller) error
 
 // authorized runs the checks every data route shares, in the contract's order:
-// authentication (401/403), then the per-key rate limit (429); then the handler, whose
-// errors (400, 404, 402, 5xx) it writes.
-func (s *Server) authorized(limiter *rateLimiter, h dataHandler) http.Handler {
+// authentication (401/403), the per-key rate limit (429), the length of every parameter the
+// route reads (400); then the handler, whose errors (400, 404, 402, 5xx) it writes.
+func (s *Server) authorized(limiter *rateLimiter, params []string, h dataHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := domain.ParseAuthorization(r.Header.Get("Authorization"))
 		if err != nil {
@@ -134,6 +137,10 @@ func (s *Server) authorized(limiter *rateLimiter, h dataHandler) http.Handler {
 			hdr.Set("Retry-After", strconv.FormatInt(q.RetryAfter(now), 10))
 			httpx.WriteError(w, http.StatusTooManyRequests, httpx.CodeRateLimited,
 				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
+			return
+		}
+		if err := checkLengths(r, params); err != nil {
+			s.writeError(w, r, err)
 			return
 		}
 		if err := h(w, r, c); err != nil {
