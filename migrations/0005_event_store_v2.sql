@@ -160,6 +160,7 @@ DECLARE
     prev   bytea;
     cur    text := NULL;
     h      bytea;
+    at     timestamptz;
     zero   bytea := '\x0000000000000000000000000000000000000000000000000000000000000000';
 BEGIN
     FOR e IN SELECT o.*, s.stream_no FROM events_v1 o JOIN streams s USING (stream_id)
@@ -167,13 +168,18 @@ BEGIN
         IF cur IS DISTINCT FROM e.stream_id THEN
             cur := e.stream_id;
             prev := zero;
+            at := e.recorded_at;
         END IF;
-        h := kyapi_event_hash(prev, e.stream_id, e.version, e.type, e.payload::text, e.metadata::text, e.recorded_at);
+        -- The first store took an event's time before the account lock, so a later version
+        -- could carry an earlier time; within a stream time must never go back (balance-at
+        -- finds events by time): such an event takes the time of the one before it.
+        at := greatest(at, e.recorded_at);
+        h := kyapi_event_hash(prev, e.stream_id, e.version, e.type, e.payload::text, e.metadata::text, at);
         INSERT INTO events (position, transaction_id, version, recorded_at, stream_no, type, hash, payload, metadata)
-        VALUES (e.position, e.transaction_id, e.version, e.recorded_at, e.stream_no, e.type, h, e.payload::text::json, e.metadata::text::json);
-        UPDATE streams SET version = e.version, head_hash = h, head_at = e.recorded_at WHERE stream_no = e.stream_no;
+        VALUES (e.position, e.transaction_id, e.version, at, e.stream_no, e.type, h, e.payload::text::json, e.metadata::text::json);
+        UPDATE streams SET version = e.version, head_hash = h, head_at = at WHERE stream_no = e.stream_no;
         IF e.version % 256 = 0 THEN
-            INSERT INTO stream_marks VALUES (e.stream_no, e.version, e.position, e.recorded_at);
+            INSERT INTO stream_marks VALUES (e.stream_no, e.version, e.position, at);
         END IF;
         prev := h;
     END LOOP;

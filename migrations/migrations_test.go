@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,7 +45,7 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 			('account-acc_1', 3, 'CreditsPurchased', '{"account_id":"acc_1","payment_ref":"p","amount_cents":500,"credits":1000,"credits_delta":1000,"balance_after":1000}', '{}', '2026-11-20T10:00:02Z'),
 			('place-plc_1', 1, 'PlaceImported', '{"place_id":"plc_1","name":"Joe''s","category":"food"}', '{}', '2026-11-20T09:00:00Z'),
 			('account-acc_1', 4, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r1","operation":"places.list","day":"2026-11-20","paid":["place:plc_1","place:plc_2"],"credits_delta":-2,"balance_after":998}', '{"request_id":"r1","actor":"key:key_1"}', '2026-11-20T11:00:00Z'),
-			('account-acc_1', 5, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r2","operation":"places.detail","day":"2026-11-20","paid":["place:plc_3"],"credits_delta":-1,"balance_after":997}', '{"request_id":"r2","actor":"key:key_1"}', '2026-11-20T11:00:01Z');
+			('account-acc_1', 5, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r2","operation":"places.detail","day":"2026-11-20","paid":["place:plc_3"],"credits_delta":-1,"balance_after":997}', '{"request_id":"r2","actor":"key:key_1"}', '2026-11-20T10:59:59Z');
 		INSERT INTO dedup_claims (account_id, day, resource) VALUES
 			('acc_1', current_date, 'place:plc_1'), ('acc_1', current_date - 5, 'place:plc_3');
 		INSERT INTO projection_checkpoints (name, transaction_id, position) VALUES ('usage', '7', 4);`
@@ -71,6 +72,17 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 		if head.Version != want || head.Hash != prev {
 			t.Fatalf("%s head %+v", stream, head)
 		}
+	}
+	// Version 5 was recorded with a time before version 4's (the first store read its clock
+	// before the account lock): it is carried over at version 4's time, so time never goes
+	// back within a stream.
+	var v4, v5 time.Time
+	if err := pool.QueryRow(ctx, `SELECT max(e.recorded_at) FILTER (WHERE e.version = 4), max(e.recorded_at) FILTER (WHERE e.version = 5)
+		FROM events e JOIN streams USING (stream_no) WHERE stream_id = 'account-acc_1'`).Scan(&v4, &v5); err != nil {
+		t.Fatal(err)
+	}
+	if !v5.Equal(v4) || !v4.Equal(time.Date(2026, 11, 20, 11, 0, 0, 0, time.UTC)) {
+		t.Fatalf("carried-over times: v4 %v, v5 %v; want both 11:00:00", v4, v5)
 	}
 	var charged, requests, keyNo, claims int64
 	if err := pool.QueryRow(ctx, `SELECT a.charged_credits, a.requests_charged, k.key_no,
