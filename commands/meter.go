@@ -49,12 +49,13 @@ type MeterOptions struct {
 }
 
 // MeterHooks are called at the two points of a batch's transaction where a failure decides
-// what its answers may say. txid is the transaction's id; cut closes its connection.
+// what its answers may say. txid is the transaction's id; cut closes its connection from the
+// client's side; pid is its server process (a test can end it from the server's side).
 type MeterHooks struct {
 	// BeforeWrite runs after the batch's decisions, before its writes and COMMIT are sent.
 	BeforeWrite func(txid string, cut func())
 	// AfterCommitSent runs once the writes and COMMIT are sent, before their outcome is read.
-	AfterCommitSent func(txid string, cut func())
+	AfterCommitSent func(txid string, pid uint32, cut func())
 }
 
 // Meter authenticates API keys (KeyCache) and charges metered requests. It decides from the
@@ -203,7 +204,8 @@ func (m *Meter) work() {
 // runBatch runs a batch and answers every charge in it.
 func (m *Meter) runBatch(batch []*pendingCharge) {
 	err := m.commit(batch)
-	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) {
+	var stale *connectionLostBeforeWrite
+	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
 		if errors.Is(err, eventstore.ErrNoPartition) {
 			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
 		}
@@ -235,6 +237,29 @@ func (m *Meter) runBatch(batch []*pendingCharge) {
 func statementFailed(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) || errors.Is(err, eventstore.ErrVersionConflict)
+}
+
+// connectionLostBeforeWrite is a batch whose connection failed before any write was sent:
+// nothing of it was written, and runBatch tries it once more on another connection.
+type connectionLostBeforeWrite struct{ err error }
+
+func (e *connectionLostBeforeWrite) Error() string { return e.err.Error() }
+func (e *connectionLostBeforeWrite) Unwrap() error { return e.err }
+
+// statementRolledBack tells an error the server answered to one of a transaction's statements
+// at ERROR severity, after which it rolls the transaction back and stays connected. A FATAL or
+// PANIC answer (the session or server going away), an operator intervention (class 57) or a
+// connection failure (class 08) says nothing certain about a COMMIT already sent.
+func statementRolledBack(err error) bool {
+	if errors.Is(err, eventstore.ErrVersionConflict) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	class := pgErr.Code[:min(2, len(pgErr.Code))]
+	return pgErr.Severity == "ERROR" && class != "57" && class != "08"
 }
 
 // isLockConflict tells a deadlock or serialization failure, after which the whole
@@ -334,6 +359,11 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
+	if err != nil && !statementRolledBack(err) {
+		// Nothing was written; the pooled connection had died (a database restart ends them
+		// all): a fresh one may well succeed.
+		return leave(&connectionLostBeforeWrite{err})
+	}
 	if err != nil {
 		return leave(err)
 	}
@@ -385,21 +415,25 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	pid := pc.PgConn().PID()
 	wr := pc.SendBatch(ctx, wb)
 	if h := m.opts.Hooks.AfterCommitSent; h != nil {
-		h(txid, cut)
+		h(txid, pid, cut)
 	}
 	err = readRound2(wr, len(newHashes) > 0, writes.Len() > 0)
-	if closeErr := wr.Close(); err == nil {
-		err = closeErr
-	}
-	var pgErr *pgconn.PgError
-	switch {
-	case err == nil:
+	closeErr := wr.Close()
+	if err == nil {
+		// COMMIT's own answer was read and it said COMMIT: the batch is committed, whatever
+		// closing the batch's results then says about the connection.
+		if closeErr != nil {
+			_ = pc.Close(ctx)
+		}
 		return nil
-	case errors.As(err, &pgErr):
-		// The server answered with an error: the transaction was rolled back.
+	}
+	if statementRolledBack(err) {
+		// A statement of the batch failed with an ERROR: the server rolled the transaction
+		// back and COMMIT answered ROLLBACK.
 		return leave(eventstore.MapError(err))
 	}
-	// The connection failed after COMMIT may have been sent: find out what happened.
+	// The connection failed, or the server ended the session (FATAL: shutdown, termination),
+	// after COMMIT may have been sent: find out what happened.
 	_ = pc.Close(ctx)
 	if rerr := m.resolve(txid, pid); rerr != nil {
 		return rerr

@@ -13,6 +13,7 @@ import (
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/httpx"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
@@ -336,7 +337,7 @@ func TestALostCommitIsFoundOutBeforeAnswering(t *testing.T) {
 						cut()
 					}
 				},
-				AfterCommitSent: func(txid string, cut func()) {
+				AfterCommitSent: func(txid string, _ uint32, cut func()) {
 					if m != afterCommit || !armed.CompareAndSwap(true, false) {
 						return
 					}
@@ -380,13 +381,81 @@ func TestALostCommitIsFoundOutBeforeAnswering(t *testing.T) {
 	}
 }
 
+// The server ending the session (as pg_ctl stop -m fast or an operator's pg_terminate_backend
+// does) at any moment after COMMIT was sent never makes the answer lie: a paid answer means the
+// charge is in the ledger, "unavailable" means it is not, and only "outcome unknown" may leave
+// the client unsure. Where the termination lands varies from run to run (before COMMIT, after
+// it, or between its answer and the end of the exchange), so the test repeats it.
+func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	var probe stack
+	var armed, afterCommit atomic.Bool
+	s := newStack(t, dbURL, &clock{now: noon}, commands.MeterOptions{Hooks: commands.MeterHooks{
+		AfterCommitSent: func(txid string, pid uint32, _ func()) {
+			if !armed.CompareAndSwap(true, false) {
+				return
+			}
+			for deadline := time.Now().Add(30 * time.Second); afterCommit.Load() && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				var status *string
+				_ = probe.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&status)
+				if status != nil && *status == "committed" {
+					break
+				}
+			}
+			if _, err := probe.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(pid)); err != nil {
+				t.Error(err)
+			}
+		},
+	}})
+	probe = newStack(t, dbURL, &clock{now: noon})
+	id, key := fundedAccount(t, s, 500)
+	hash := domain.HashKey(key.APIKey)
+	paid, unknown := 0, 0
+	for i := range 40 {
+		afterCommit.Store(i%2 == 1) // at once, or once the commit is durable
+		armed.Store(true)
+		resource := domain.PlaceResource(fmt.Sprintf("p%d", i))
+		res, err := s.charge(hash, domain.OpPlaceDetail, resource)
+		var inLedger bool
+		if err := probe.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM events e JOIN streams st USING (stream_no)
+			WHERE st.stream_id = $1 AND e.type = 'RequestCharged' AND e.payload::text LIKE '%' || $2 || '"%')`,
+			domain.AccountStream(id), resource).Scan(&inLedger); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case err == nil:
+			if res.Credits != 1 || !inLedger {
+				t.Fatalf("charge %d: paid answer %+v, in the ledger: %v", i, res, inLedger)
+			}
+			paid++
+		case errors.Is(err, domain.ErrOutcomeUnknown):
+			unknown++
+			if inLedger {
+				paid++
+			}
+		case httpx.MapError(err).Code == httpx.CodeUnavailable: // domain.ErrUnavailable, a lost connection
+			if inLedger {
+				t.Fatalf("charge %d: answered %v but the charge is in the ledger", i, err)
+			}
+		default:
+			t.Fatalf("charge %d: %v", i, err)
+		}
+	}
+	l := ledgerOf(t, probe, id)
+	if l.balance != int64(1000-paid) || !l.consistent() {
+		t.Fatalf("ledger %+v after %d paid (%d unknown); want balance %d", l, paid, unknown, 1000-paid)
+	}
+	t.Logf("%d of 40 charges committed, %d answered outcome unknown", paid, unknown)
+	auditClean(t, probe.pool)
+}
+
 // A request cancelled while its batch commits still learns what its batch did: the charge
 // happened, so the answer is the charge's, not "cancelled, nothing charged".
 func TestARequestCancelledWhileItsBatchCommitsGetsTheBatchsAnswer(t *testing.T) {
 	var cancel context.CancelFunc
 	var once sync.Once
 	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{Hooks: commands.MeterHooks{
-		AfterCommitSent: func(string, func()) {
+		AfterCommitSent: func(string, uint32, func()) {
 			if cancel != nil {
 				once.Do(cancel)
 			}
