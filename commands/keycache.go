@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,9 +27,11 @@ type Caller struct {
 // the write model (api_keys), so a key issued by any process works at once everywhere; after
 // that its state is kept in memory, and forgotten as soon as its account's keys change: the
 // key commands notify every process (KeysChangedChannel), and Listen forgets what the
-// notification names. The cache never has the last word: every charge re-reads the key's
-// state under the account's lock (Meter), so a revoke that returned is never missed, however
-// late a notification arrives.
+// notification names. Only while Listen is connected is anything cached: without it (not
+// started, or its connection lost) every Authenticate reads the table. The cache never has the
+// last word: every charge re-reads the key's state under the account's lock (Meter), so a
+// revoke that returned is never missed, however late a notification arrives, and the read API
+// asks Verify before it answers an error that would otherwise hide a 403.
 type KeyCache struct {
 	pool *pgxpool.Pool
 
@@ -38,6 +41,9 @@ type KeyCache struct {
 	// epoch moves on every forget; a lookup that started before one does not cache its
 	// answer, which may predate the change that was forgotten.
 	epoch uint64
+	// listening is true while Listen holds a connection that has run LISTEN: only then does
+	// the cache hear of every change.
+	listening atomic.Bool
 }
 
 type cachedKey struct {
@@ -56,6 +62,16 @@ func NewKeyCache(pool *pgxpool.Pool) *KeyCache {
 // Authenticate resolves a key hash to its caller. An unknown key is ErrInvalidKey; a revoked
 // key, or a rotated one past its grace at now, is ErrKeyRevoked.
 func (c *KeyCache) Authenticate(ctx context.Context, hash domain.KeyHash, now time.Time) (Caller, error) {
+	if !c.listening.Load() {
+		k, err := c.lookup(ctx, hash)
+		if err != nil {
+			return Caller{}, err
+		}
+		if err := k.key.Authorize(now); err != nil {
+			return Caller{}, err
+		}
+		return k.caller, nil
+	}
 	c.mu.Lock()
 	k, ok := c.keys[hash]
 	epoch := c.epoch
@@ -80,6 +96,19 @@ func (c *KeyCache) Authenticate(ctx context.Context, hash domain.KeyHash, now ti
 		return Caller{}, err
 	}
 	return k.caller, nil
+}
+
+// Listening tells whether Listen is connected, and so whether keys are being cached.
+func (c *KeyCache) Listening() bool { return c.listening.Load() }
+
+// Verify reads the key's state from the write model, whatever is cached: nil if it is usable at
+// now, else ErrInvalidKey or ErrKeyRevoked.
+func (c *KeyCache) Verify(ctx context.Context, hash domain.KeyHash, now time.Time) error {
+	k, err := c.lookup(ctx, hash)
+	if err != nil {
+		return err
+	}
+	return k.key.Authorize(now)
 }
 
 func (c *KeyCache) lookup(ctx context.Context, hash domain.KeyHash) (cachedKey, error) {
@@ -115,9 +144,10 @@ func (c *KeyCache) ForgetAll() {
 }
 
 // Listen follows KeysChangedChannel until ctx ends, forgetting each account it names. While
-// it is not connected (at start, after a lost connection) nothing cached is trusted: the cache
-// is emptied once the connection is back, since notifications may have been missed. onError
-// hears of each lost connection.
+// it is not connected (at start, after a lost connection) nothing is cached and every
+// Authenticate reads the table; the cache is emptied when the connection is lost and again
+// once it is back, since notifications may have been missed. onError hears of each lost
+// connection.
 func (c *KeyCache) Listen(ctx context.Context, onError func(error)) {
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -148,6 +178,8 @@ func (c *KeyCache) listenOnce(ctx context.Context) error {
 		return err
 	}
 	c.ForgetAll() // anything cached before now may have missed a notification
+	c.listening.Store(true)
+	defer c.listening.Store(false)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

@@ -126,6 +126,11 @@ func (m *Meter) Authenticate(ctx context.Context, hash domain.KeyHash) (Caller, 
 	return m.keys.Authenticate(ctx, hash, m.clock().UTC())
 }
 
+// Verify reads the key's state from the write model, bypassing the cache (see KeyCache.Verify).
+func (m *Meter) Verify(ctx context.Context, hash domain.KeyHash) error {
+	return m.keys.Verify(ctx, hash, m.clock().UTC())
+}
+
 // Close lets the workers finish the charges already submitted, then stops them. Charges
 // submitted afterwards get ErrMeterClosed.
 func (m *Meter) Close() {

@@ -1,6 +1,7 @@
 package readapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -247,6 +248,37 @@ func TestARevokedKeyIs403RevokedAPIKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.get(k.APIKey, "/api/data/towns").expectError(t, http.StatusForbidden, "revoked_api_key")
+}
+
+// A key revoked a moment ago on another process, before this process's key cache has heard
+// of it, still gets 403 ahead of a 400 or 404: errors re-read the key before answering, as the
+// contract's order of checks puts the key first.
+func TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404(t *testing.T) {
+	s := newStack(t)
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.meter.Keys().Listen(listenCtx, nil)
+	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key listener did not connect")
+		}
+	}
+	account, key := s.customer(500)
+	rows, _ := s.get(key, "/api/data/places?limit=2").rows(t) // authenticated, and now cached
+	if len(rows) != 2 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	// The revoke's notification has not arrived: the row changes without one.
+	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET state = 'revoked' WHERE account_id = $1`, account); err != nil {
+		t.Fatal(err)
+	}
+	s.get(key, "/api/data/places?limit=101").expectError(t, http.StatusForbidden, "revoked_api_key")
+	s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusForbidden, "revoked_api_key")
+	s.get(key, "/api/data/places?town="+strings.Repeat("t", 101)).expectError(t, http.StatusForbidden, "revoked_api_key")
+	s.get(key, "/api/data/places/"+ids(rows)[1]).expectError(t, http.StatusForbidden, "revoked_api_key")
+	if b := s.balance(account); b != 998 {
+		t.Fatalf("balance %d; want 998 (only the first list charged)", b)
+	}
 }
 
 func TestThe61stRequestInAMinuteIs429WithRetryAfter(t *testing.T) {

@@ -26,6 +26,8 @@ import (
 // metering.
 type Meter interface {
 	Authenticate(ctx context.Context, hash domain.KeyHash) (commands.Caller, error)
+	// Verify re-reads a key's state, bypassing any cache (nil: usable).
+	Verify(ctx context.Context, hash domain.KeyHash) error
 	Charge(ctx context.Context, req commands.ChargeRequest) (commands.ChargeResult, error)
 }
 
@@ -122,7 +124,8 @@ func (s *Server) authorized(limiter *rateLimiter, params []string, h dataHandler
 			s.writeError(w, r, err)
 			return
 		}
-		c, err := s.Meter.Authenticate(r.Context(), domain.HashKey(key))
+		hash := domain.HashKey(key)
+		c, err := s.Meter.Authenticate(r.Context(), hash)
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -139,14 +142,29 @@ func (s *Server) authorized(limiter *rateLimiter, params []string, h dataHandler
 				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
 			return
 		}
-		if err := checkLengths(r, params); err != nil {
-			s.writeError(w, r, err)
-			return
+		err = checkLengths(r, params)
+		if err == nil {
+			err = h(w, r, c)
 		}
-		if err := h(w, r, c); err != nil {
-			s.writeError(w, r, err)
+		if err != nil {
+			s.writeError(w, r, s.keyErrorFirst(r.Context(), hash, err))
 		}
 	})
+}
+
+// keyErrorFirst keeps the contract's order of checks exact for a key revoked on another
+// process a moment ago, before this process's key cache heard of it: before a 400 or 404 is
+// answered, the key is read again from the write model, and its 401/403 wins. (Data and
+// charges never depend on this: every charge re-checks the key under the account lock.)
+func (s *Server) keyErrorFirst(ctx context.Context, hash domain.KeyHash, err error) error {
+	var nf *notFoundError
+	if !errors.As(err, &nf) && httpx.MapError(err).Status != http.StatusBadRequest {
+		return err
+	}
+	if keyErr := s.Meter.Verify(ctx, hash); errors.Is(keyErr, domain.ErrKeyRevoked) || errors.Is(keyErr, domain.ErrInvalidKey) {
+		return keyErr
+	}
+	return err
 }
 
 // Error codes for catalog lookups; httpx.MapError covers the rest.

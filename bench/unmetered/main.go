@@ -28,6 +28,8 @@ func (noMeter) Authenticate(_ context.Context, hash domain.KeyHash) (commands.Ca
 	return commands.Caller{AccountID: "acct_unmetered_baseline", KeyID: "key_unmetered_baseline", KeyHash: hash}, nil
 }
 
+func (noMeter) Verify(context.Context, domain.KeyHash) error { return nil }
+
 func (noMeter) Charge(_ context.Context, req commands.ChargeRequest) (commands.ChargeResult, error) {
 	served := make([]bool, len(req.Resources))
 	for i := range served {
