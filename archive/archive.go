@@ -184,6 +184,11 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 	}
 	var ends []eventstore.Boundary
 	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		// The boundaries the range starts from, read first: the connection is busy during the scan.
+		starts, err := eventstore.BoundariesInRange(ctx, tx, res.From, res.To)
+		if err != nil {
+			return err
+		}
 		var cur *folding
 		closeStream := func() error {
 			if cur == nil {
@@ -196,15 +201,13 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 			ends = append(ends, end)
 			return w.write(line{Stream: sj})
 		}
-		err := eventstore.ScanRange(ctx, tx, res.From, res.To, func(e eventstore.Event) error {
+		err = eventstore.ScanRange(ctx, tx, res.From, res.To, func(e eventstore.Event) error {
 			if cur == nil || cur.id != e.StreamID {
 				if err := closeStream(); err != nil {
 					return err
 				}
-				start, ok, err := eventstore.BoundaryOf(ctx, tx, e.StreamID)
-				if err != nil {
-					return err
-				}
+				start, ok := starts[e.StreamID]
+				var err error
 				if cur, err = startFolding(e.StreamID, start, ok); err != nil {
 					return err
 				}

@@ -164,6 +164,19 @@ func BoundariesOf(ctx context.Context, q Querier, streamIDs []string) (map[strin
 	return out, err
 }
 
+// BoundariesInRange returns the boundaries of the streams with events at positions from up
+// to, not including, to, by stream id.
+func BoundariesInRange(ctx context.Context, q Querier, from, to int64) (map[string]Boundary, error) {
+	bs, err := scanBoundaries(q.Query(ctx, `SELECT `+boundaryColumns+`
+		FROM stream_boundaries b JOIN streams s ON s.stream_no = b.stream_no
+		WHERE b.stream_no IN (SELECT DISTINCT stream_no FROM events WHERE position >= $1 AND position < $2)`, from, to))
+	out := make(map[string]Boundary, len(bs))
+	for _, b := range bs {
+		out[b.StreamID] = b
+	}
+	return out, err
+}
+
 // RangeSummary describes the events in a range of positions.
 type RangeSummary struct {
 	Events   int64
