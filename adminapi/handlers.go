@@ -147,15 +147,18 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	entries, err := s.Views.Ledger(r.Context(), mux.Vars(r)["accountId"], after, int(limit))
+	lp, err := s.Views.LedgerPage(r.Context(), mux.Vars(r)["accountId"], after, int(limit))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	entries := lp.Entries
 	page := struct {
 		Data      []commands.LedgerEntry `json:"data"`
 		NextAfter *int64                 `json:"next_after"`
-	}{Data: entries}
+		// Archived says the page was asked to start inside archived history (docs/api.md).
+		Archived *commands.ArchivedLedger `json:"archived,omitempty"`
+	}{Data: entries, Archived: lp.Archived}
 	if len(entries) > 0 {
 		page.NextAfter = &entries[len(entries)-1].Position
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
@@ -87,6 +88,36 @@ func (a *auditor) newState(s streamInfo) *streamState {
 
 func (s *streamState) diff(format string, args ...any) {
 	s.diffs = append(s.diffs, fmt.Sprintf(format, args...))
+}
+
+// startAtBoundary sets the state to the stream's archived boundary: the chain, version and
+// time of its last archived event and, for an account, the balance after it. With withSums, the
+// account's archived totals and daily sums are counted too (once per stream: in its first
+// segment). Every archived event is at or before every projection's checkpoint (kyapi archive
+// refuses a range a projection has not passed, and rebuild refuses to start over while history
+// is archived), so they count for the read models' comparisons as well.
+func (s *streamState) startAtBoundary(b eventstore.Boundary, withSums bool) error {
+	s.version, s.hash, s.at = b.Version, b.Hash, b.At
+	if s.info.account == "" {
+		return nil
+	}
+	st, err := archive.DecodeAccountState(b.Account)
+	if err != nil {
+		return fmt.Errorf("audit: stream %s: archived boundary state: %w", s.info.head.ID, err)
+	}
+	s.balance = st.Balance
+	if !withSums {
+		return nil
+	}
+	folded := sums{purchased: st.PurchasedCredits, bonus: st.BonusCredits, charged: st.ChargedCredits,
+		requestsCharged: st.RequestsCharged, requestsDeduplicated: st.RequestsDeduplicated, version: b.Version, balance: st.Balance}
+	s.all.merge(folded)
+	s.atBalance.merge(folded)
+	for _, d := range st.Days {
+		s.days[dayKey{d.Day, d.Kind}] = &daySum{count: d.Count, rowsPaid: d.RowsPaid, rowsDeduplicated: d.RowsDeduplicated,
+			credits: d.Credits, cents: d.Cents, version: d.Version, balanceAfter: d.BalanceAfter}
+	}
+	return nil
 }
 
 // startAfter sets the state to the stream's last event before position from: the base the

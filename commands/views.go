@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
@@ -91,15 +92,54 @@ type LedgerEntry struct {
 }
 
 // Ledger returns up to limit facts of an account after the given position, in order, read
-// from the event store itself.
+// from the event store itself (LedgerPage's entries).
 func (v Views) Ledger(ctx context.Context, accountID string, after int64, limit int) ([]LedgerEntry, error) {
-	out := []LedgerEntry{}
+	page, err := v.LedgerPage(ctx, accountID, after, limit)
+	return page.Entries, err
+}
+
+// LedgerPage is a page of an account's ledger.
+type LedgerPage struct {
+	Entries []LedgerEntry
+	// Archived is set when the page was asked to start inside the account's archived history:
+	// it then starts right after it, and this says what was skipped.
+	Archived *ArchivedLedger
+}
+
+// ArchivedLedger is the part of an account's ledger that is archived: its first Facts facts,
+// up to position Position, recorded up to RecordedAt, and the balance after them — the balance
+// brought forward to the first entry shown.
+type ArchivedLedger struct {
+	Facts        int64     `json:"facts"`
+	Position     int64     `json:"through_position"`
+	RecordedAt   time.Time `json:"through_recorded_at"`
+	BalanceAfter int64     `json:"balance_after"`
+}
+
+// LedgerPage returns up to limit facts of an account after the given position, in order, read
+// from the event store itself. A page asked to start inside archived history starts right after
+// it and says so (docs/api.md).
+func (v Views) LedgerPage(ctx context.Context, accountID string, after int64, limit int) (LedgerPage, error) {
+	out := LedgerPage{Entries: []LedgerEntry{}}
 	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		keys, err := keyIDsByNo(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}
-		events, err := eventstore.ReadStreamPage(ctx, tx, domain.AccountStream(accountID), after, limit)
+		stream := domain.AccountStream(accountID)
+		b, archived, err := eventstore.BoundaryOf(ctx, tx, stream)
+		if err != nil {
+			return err
+		}
+		if archived && after < b.Position {
+			state, err := archive.DecodeAccountState(b.Account)
+			if err != nil {
+				return err
+			}
+			out.Archived = &ArchivedLedger{Facts: b.Version, Position: b.Position, RecordedAt: b.At, BalanceAfter: state.Balance}
+			after = b.Position
+		}
+		events, err := eventstore.ReadStreamPage(ctx, tx, stream, after, limit)
 		if err != nil {
 			return err
 		}
@@ -108,7 +148,7 @@ func (v Views) Ledger(ctx context.Context, accountID string, after int64, limit 
 			if err != nil {
 				return err
 			}
-			out = append(out, entry)
+			out.Entries = append(out.Entries, entry)
 		}
 		return nil
 	})
@@ -177,7 +217,10 @@ func ledgerEntry(e eventstore.Event, keys map[int]string) (LedgerEntry, error) {
 }
 
 // BalanceAt is an account's balance right after its last fact recorded at or before at (0
-// before its first): read from the store, so it is exact whatever the projections' lag.
+// before its first): read from the store, so it is exact whatever the projections' lag. When
+// the account's older facts are archived it is still exact from the last archived fact on
+// (from the state archived with it) and before the first; in between it is a
+// *domain.ArchivedError.
 func (v Views) BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error) {
 	var balance int64
 	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
@@ -188,12 +231,26 @@ func (v Views) BalanceAt(ctx context.Context, accountID string, at time.Time) (i
 		if !exists {
 			return domain.ErrAccountNotFound
 		}
-		e, ok, err := eventstore.LastAt(ctx, tx, domain.AccountStream(accountID), at)
-		if err != nil || !ok {
+		stream := domain.AccountStream(accountID)
+		e, ok, err := eventstore.LastAt(ctx, tx, stream, at)
+		if err != nil {
 			return err
 		}
-		f, err := domain.DecodeAccountFact(e.Type, e.Payload)
-		balance = f.BalanceAfter
+		if ok {
+			f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+			balance = f.BalanceAfter
+			return err
+		}
+		// No fact in the store at or before at: either there is none, or it is archived.
+		b, archived, err := eventstore.BoundaryOf(ctx, tx, stream)
+		switch {
+		case err != nil || !archived || at.Before(b.FirstAt):
+			return err
+		case at.Before(b.At):
+			return &domain.ArchivedError{At: at, Facts: b.Version, Through: b.At, FirstAt: b.FirstAt}
+		}
+		state, err := archive.DecodeAccountState(b.Account)
+		balance = state.Balance
 		return err
 	})
 	return balance, err

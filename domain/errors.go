@@ -1,6 +1,10 @@
 package domain
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // Domain errors. The HTTP edges map each to one status and error code.
 var (
@@ -30,3 +34,20 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
+
+// ArchivedError means an answer lies in a part of an account's history that has been archived
+// (moved out of the event store to a file; docs/operations.md, "Retention and archiving"): what
+// was asked cannot be answered exactly until an operator restores it.
+type ArchivedError struct {
+	At      time.Time // the instant asked about
+	Facts   int64     // the account's archived facts: versions 1 to Facts
+	Through time.Time // recorded_at of the last archived fact
+	FirstAt time.Time // recorded_at of the account's first fact
+}
+
+func (e *ArchivedError) Error() string {
+	return fmt.Sprintf("%s lies in archived history: this account's first %d facts, up to %s, are archived; "+
+		"balance-at is exact before %s (the account's first fact) and from %s on; an operator can restore the archive to answer earlier instants",
+		e.At.UTC().Format(time.RFC3339Nano), e.Facts, e.Through.UTC().Format(time.RFC3339Nano),
+		e.FirstAt.UTC().Format(time.RFC3339Nano), e.Through.UTC().Format(time.RFC3339Nano))
+}

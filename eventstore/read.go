@@ -94,8 +94,13 @@ func ReadAll(ctx context.Context, q Querier, after Position, limit int) ([]Event
 }
 
 // NextBatch finds the end of the next batch of at most limit visible events after the given
-// position, without reading their bodies. n is 0 when there is nothing new.
+// position, without reading their bodies. n is 0 when there is nothing new. It is
+// ErrArchived when archived events come after the position: a projection rebuilt from 0, or
+// one that had not passed a range when it was archived, would otherwise miss them.
 func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end Position, n int, err error) {
+	if err := checkNotArchived(ctx, q, after); err != nil {
+		return after, 0, err
+	}
 	var tx string
 	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
 			SELECT e.transaction_id, e.position FROM events e

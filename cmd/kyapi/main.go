@@ -1,6 +1,6 @@
 // Command kyapi runs the Kentucky Business Data API: the public read API, the admin API
 // and the projections (serve), and the operator tools (migrate, import, demo-data,
-// rebuild, audit). Configuration comes from the environment; see README.md.
+// rebuild, audit, archive, restore). Configuration comes from the environment; see README.md.
 package main
 
 import (
@@ -27,6 +27,8 @@ commands:
   demo-data   load the deterministic Kentucky demo catalog and a demo account
   rebuild     rebuild every projection from position 0
   audit       check every stream's hash chain and every account's ledger against the write and read models
+  archive     move the event partitions below a position to a file: kyapi archive -before POSITION -o FILE (-list)
+  restore     check an archive file and put its events back: kyapi restore FILE
 `
 
 func main() {
@@ -51,6 +53,10 @@ func main() {
 		err = runRebuild(ctx, args)
 	case "audit":
 		err = runAudit(ctx, args)
+	case "archive":
+		err = runArchive(ctx, args)
+	case "restore":
+		err = runRestore(ctx, args)
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return

@@ -61,6 +61,14 @@ func runRebuild(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	// Starting over from position 0 would leave archived events out of every read model.
+	if archives, err := eventstore.Archives(ctx, pool); err != nil || len(archives) > 0 {
+		if err == nil {
+			err = fmt.Errorf("positions %d to %d are archived: restore them first (kyapi restore FILE, newest archive first); nothing was rebuilt",
+				archives[0].From, archives[len(archives)-1].To-1)
+		}
+		return err
+	}
 	head, err := eventstore.GlobalHead(ctx, pool)
 	if err != nil {
 		return err
@@ -157,6 +165,10 @@ func runAudit(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if rep.ArchivedBefore > 0 {
+		fmt.Printf("history before position %d is archived (%d events): every stream was audited from its archived boundary state\n",
+			rep.ArchivedBefore, rep.ArchivedEvents)
 	}
 	fmt.Printf("audited %d accounts, %d streams, %d events: %d differences\n", rep.Accounts, rep.Streams, rep.Events, len(rep.Differences))
 	if len(rep.Differences) > 0 {

@@ -83,6 +83,9 @@ const (
 	// CodeOutcomeUnknown is a 503 after which it is not known whether the request was charged
 	// (domain.ErrOutcomeUnknown; docs/api.md).
 	CodeOutcomeUnknown = "charge_outcome_unknown"
+	// CodeArchived is a 410 for an admin read whose answer lies in archived history
+	// (domain.ArchivedError; docs/api.md).
+	CodeArchived = "archived"
 )
 
 // MapError is the one place that turns an error into a status, code and message. Anything
@@ -113,6 +116,7 @@ func MapError(err error) Error {
 	}
 	var (
 		validation *domain.ValidationError
+		archived   *domain.ArchivedError
 		importErr  *domain.ImportError
 		badRequest *BadRequestError
 		tooLarge   *http.MaxBytesError
@@ -120,6 +124,8 @@ func MapError(err error) Error {
 	switch {
 	case errors.As(err, &validation):
 		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: validation.Error()}
+	case errors.As(err, &archived):
+		return Error{Status: http.StatusGone, Code: CodeArchived, Message: archived.Error()}
 	case errors.As(err, &importErr):
 		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest, Message: importErr.Error()}
 	case errors.As(err, &badRequest):
