@@ -88,4 +88,3 @@ func fillStore(b *testing.B, pool *pgxpool.Pool, total, perStream int) {
 		}
 	}
 }
-

@@ -27,7 +27,7 @@ func TestAStatementEqualsBalanceAtAtBothEndsAndTheLedgerBetween(t *testing.T) {
 		if i == 300 {
 			// A charge exactly at midnight belongs to the day it opens.
 			now := clk.Now()
-			clk.Advance(now.Truncate(24*time.Hour).Add(24*time.Hour).Sub(now))
+			clk.Advance(now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now))
 		}
 		op := ops[i%len(ops)]
 		resources := []string{domain.PlaceResource(fmt.Sprint("p", i%97))}
