@@ -193,7 +193,10 @@ func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]i
 		n++
 		if cur == nil || cur.no != no {
 			finish()
-			id := ids[no]
+			id, known := ids[no]
+			if !known {
+				id = fmt.Sprintf("#%d (a stream number with no row in streams)", no)
+			}
 			h, ok := want[id]
 			cur = &verifyState{no: no, id: id, want: h, inDigest: ok}
 		}
