@@ -1,9 +1,12 @@
-// Package adminapi is the operator HTTP API (decisions §8): accounts, keys, purchases, bonus
-// grants, the ledger and catalog import, behind one bearer token on its own address.
+// Package adminapi is the operator HTTP API (docs/api.md, "Admin API"): accounts, keys,
+// purchases, bonus grants, the ledger, statements, digests and catalog import, behind one
+// bearer token on its own address.
 package adminapi
 
 import (
+	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -28,6 +31,9 @@ type Server struct {
 	Accounts commands.Accounts
 	Import   commands.ImportCatalog
 	Views    commands.Views
+	// LatestDigest returns the newest signed digest of the store as it was saved
+	// (domain.ErrNoDigest when there is none); nil serves none.
+	LatestDigest func(ctx context.Context) (json.RawMessage, error)
 	// Token is ADMIN_TOKEN; when empty every call is refused.
 	Token string
 	Log   *logrus.Logger
@@ -54,6 +60,9 @@ func (s *Server) Handler() http.Handler {
 	route(http.MethodGet, "/admin/bonus-grants/{outageId}", s.bonusGrant)
 	route(http.MethodGet, "/admin/accounts/{accountId}/ledger", s.ledger)
 	route(http.MethodGet, "/admin/accounts/{accountId}/balance-at", s.balanceAt)
+	route(http.MethodGet, "/admin/accounts/{accountId}/statement", s.statement)
+	route(http.MethodGet, "/admin/accounts/{accountId}/ledger.csv", s.ledgerCSV)
+	route(http.MethodGet, "/admin/digest", s.digest)
 	r.Handle("/admin/catalog/import", httpx.LimitBody(maxImportBody)(http.HandlerFunc(s.importCatalog))).Methods(http.MethodPost)
 
 	// Unmatched requests skip the router's middleware: they get the chain here, so that an

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/adminapi"
+	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
@@ -56,9 +57,12 @@ func newFixture(t *testing.T) *fixture {
 		Accounts: commands.Accounts{Store: store, Clock: clk.Now},
 		Import:   commands.ImportCatalog{Store: store, Clock: clk.Now},
 		Views:    commands.Views{Pool: pool},
-		Token:    adminToken,
-		Log:      logger,
-		Clock:    clk.Now,
+		LatestDigest: func(ctx context.Context) (json.RawMessage, error) {
+			return audit.LatestDigest(ctx, pool)
+		},
+		Token: adminToken,
+		Log:   logger,
+		Clock: clk.Now,
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
@@ -167,6 +171,9 @@ func TestEveryRouteRefusesAMissingOrWrongAdminToken(t *testing.T) {
 		{"POST", "/admin/bonus-grants", `{"outage_id":"o","credits":1}`},
 		{"GET", "/admin/accounts/acc_x/ledger", ""},
 		{"GET", "/admin/accounts/acc_x/balance-at?at=2026-03-01T00:00:00Z", ""},
+		{"GET", "/admin/accounts/acc_x/statement?from=2026-03-01&to=2026-03-02", ""},
+		{"GET", "/admin/accounts/acc_x/ledger.csv", ""},
+		{"GET", "/admin/digest", ""},
 		{"POST", "/admin/catalog/import", `{"record":"town","slug":"berea","name":"Berea"}`},
 		{"GET", "/admin/no-such-route", ""},
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -136,4 +137,49 @@ func TestOversizedAdminBodiesAndImportLinesAreRefused(t *testing.T) {
 	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM events e JOIN streams s USING (stream_no) WHERE s.stream_id = 'town-t'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("oversized import stored %d events (%v)", n, err)
 	}
+}
+
+// FuzzStatementDays: whatever the from and to of a statement, the answer is a 200 or a 400
+// with the error body, never a 5xx.
+func FuzzStatementDays(f *testing.F) {
+	for _, s := range [][2]string{
+		{"2026-03-01", "2026-03-02"}, {"0001-01-01", "9999-12-31"}, {"0000-01-01", "2026-01-01"},
+		{"2026-02-29", "2026-03-01"}, {"2026-03-02", "2026-03-01"}, {"", ""}, {"2026-03-01\x00", "x"},
+		{"+2026-03-01", "2026-3-1"}, {"2026-03-01T00:00:00Z", "2026-03-01"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	ctx := context.Background()
+	pool := pgtest.NewPool(f)
+	store := eventstore.New(pool)
+	clk := &clock{t: t0}
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	accounts := commands.Accounts{Store: store, Clock: clk.Now}
+	h := (&adminapi.Server{Accounts: accounts, Views: commands.Views{Pool: pool}, Token: adminToken, Log: logger, Clock: clk.Now}).Handler()
+	acc, err := accounts.OpenAccount(ctx, "Fuzz Co", "fuzz@example.com", eventstore.Metadata{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, from, to string) {
+		q := url.Values{"from": {from}, "to": {to}}
+		req := httptest.NewRequest(http.MethodGet, "/admin/accounts/"+acc+"/statement?"+q.Encode(), nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var e struct {
+			Data  json.RawMessage `json:"data"`
+			Error string          `json:"error"`
+			Code  string          `json:"code"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+			t.Fatalf("from %q to %q: %d, not JSON: %s", from, to, rec.Code, rec.Body)
+		}
+		switch {
+		case rec.Code == http.StatusOK && e.Data != nil:
+		case rec.Code == http.StatusBadRequest && e.Code == "bad_request" && e.Error != "":
+		default:
+			t.Fatalf("from %q to %q: %d %s", from, to, rec.Code, rec.Body)
+		}
+	})
 }

@@ -7,8 +7,8 @@
 #   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
 #   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load
 #   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
-#   7. kyapi rebuild (events/s), 8. the embedded index benchmarks on 150,000 places
-#   9. bench/report writes docs/benchmarks.md
+#   7. kyapi rebuild (events/s), 8. digest, verify and audit of a 1,000,000-event store,
+#   9. the embedded index benchmarks on 150,000 places, 10. bench/report writes docs/benchmarks.md
 #
 # Environment: DATABASE_URL (else the private cluster of scripts/devdb.sh), BENCH_PLACES
 # (150000), BENCH_SECONDS per load run (20), BENCH_CONNECTIONS (64), BENCH_ACCOUNTS (200),
@@ -132,6 +132,9 @@ fi
 
 log "kyapi rebuild"
 "$out/bin/kyapi" rebuild 2>&1 | tr '\r' '\n' | grep -E 'events in|rebuilt' | tee "$out/rebuild.txt"
+
+log "digest and verify on a store of 1,000,000 events"
+DATABASE_URL=$base_url go test -run '^$' -bench 'BenchmarkDigest1M' -benchtime 1x -count 1 ./audit/ | tee "$out/digest.txt"
 
 log "embedded index on 150,000 places"
 go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x -count 1 ./projections/placeindex/bleveindex/ | tee "$out/bleve.txt"

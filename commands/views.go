@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -224,34 +226,153 @@ func ledgerEntry(e eventstore.Event, keys map[int]string) (LedgerEntry, error) {
 func (v Views) BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error) {
 	var balance int64
 	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM accounts WHERE account_id = $1)`, accountID).Scan(&exists); err != nil {
+		if err := accountExists(ctx, tx, accountID); err != nil {
 			return err
 		}
-		if !exists {
-			return domain.ErrAccountNotFound
-		}
-		stream := domain.AccountStream(accountID)
-		e, ok, err := eventstore.LastAt(ctx, tx, stream, at)
-		if err != nil {
-			return err
-		}
-		if ok {
-			f, err := domain.DecodeAccountFact(e.Type, e.Payload)
-			balance = f.BalanceAfter
-			return err
-		}
-		// No fact in the store at or before at: either there is none, or it is archived.
-		b, archived, err := eventstore.BoundaryOf(ctx, tx, stream)
-		switch {
-		case err != nil || !archived || at.Before(b.FirstAt):
-			return err
-		case at.Before(b.At):
-			return &domain.ArchivedError{At: at, Facts: b.Version, Through: b.At, FirstAt: b.FirstAt}
-		}
-		state, err := archive.DecodeAccountState(b.Account)
-		balance = state.Balance
+		var err error
+		balance, err = balanceAt(ctx, tx, domain.AccountStream(accountID), at)
 		return err
 	})
 	return balance, err
+}
+
+// Statement sums an account's facts over a window of UTC days (docs/api.md, "Statements").
+type Statement struct {
+	AccountID string `json:"account_id"`
+	From      string `json:"from"` // first day, inclusive
+	To        string `json:"to"`   // last day, exclusive
+	// OpeningBalance is the balance after the last fact before From (balance-at of the last
+	// instant before it); ClosingBalance the same before To. Closing is opening plus the
+	// credits_delta of every ledger entry in the window.
+	OpeningBalance int64              `json:"opening_balance"`
+	Purchases      StatementPurchases `json:"purchases"`
+	Bonuses        StatementBonuses   `json:"bonuses"`
+	Charges        []StatementCharges `json:"charges"` // one per operation charged, by operation
+	ClosingBalance int64              `json:"closing_balance"`
+}
+
+// StatementPurchases are the credit purchases of a statement's window.
+type StatementPurchases struct {
+	Count   int64 `json:"count"`
+	Credits int64 `json:"credits"`
+	Cents   int64 `json:"cents"`
+}
+
+// StatementBonuses are the bonus grants of a statement's window.
+type StatementBonuses struct {
+	Count   int64 `json:"count"`
+	Credits int64 `json:"credits"`
+}
+
+// StatementCharges are the metered requests of one operation in a statement's window: every
+// request (charged or wholly deduplicated), the rows paid for and deduplicated, and the
+// credits charged.
+type StatementCharges struct {
+	Operation        domain.Operation `json:"operation"`
+	Requests         int64            `json:"requests"`
+	PaidRows         int64            `json:"paid_rows"`
+	DeduplicatedRows int64            `json:"deduplicated_rows"`
+	Credits          int64            `json:"credits"`
+}
+
+// Statement sums an account's facts recorded in [from, to) in one snapshot. It reads only the
+// window's events (and balance-at's two lookups), however long the account's history.
+func (v Views) Statement(ctx context.Context, accountID string, from, to time.Time) (Statement, error) {
+	st := Statement{AccountID: accountID, From: from.UTC().Format(time.DateOnly), To: to.UTC().Format(time.DateOnly), Charges: []StatementCharges{}}
+	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := accountExists(ctx, tx, accountID); err != nil {
+			return err
+		}
+		stream := domain.AccountStream(accountID)
+		var err error
+		if st.OpeningBalance, err = balanceAt(ctx, tx, stream, from.Add(-time.Microsecond)); err != nil {
+			return err
+		}
+		if st.ClosingBalance, err = balanceAt(ctx, tx, stream, to.Add(-time.Microsecond)); err != nil {
+			return err
+		}
+		byOp := map[domain.Operation]*StatementCharges{}
+		defer func() {
+			for _, c := range byOp {
+				st.Charges = append(st.Charges, *c)
+			}
+		}()
+		return eventstore.ReadStreamWindow(ctx, tx, stream, from, to, func(e eventstore.Event) error {
+			f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+			if err != nil {
+				return err
+			}
+			switch {
+			case f.Type == domain.EventCreditsPurchased:
+				st.Purchases.Count++
+				st.Purchases.Credits += f.CreditsDelta
+				st.Purchases.Cents += f.AmountCents
+			case f.Type == domain.EventBonusGranted:
+				st.Bonuses.Count++
+				st.Bonuses.Credits += f.CreditsDelta
+			case f.Metered():
+				c := byOp[f.Operation]
+				if c == nil {
+					c = &StatementCharges{Operation: f.Operation}
+					byOp[f.Operation] = c
+				}
+				c.Requests++
+				c.PaidRows += int64(len(f.Paid))
+				c.DeduplicatedRows += int64(len(f.Deduplicated))
+				c.Credits -= f.CreditsDelta
+			}
+			return nil
+		})
+	})
+	slices.SortFunc(st.Charges, func(a, b StatementCharges) int { return strings.Compare(string(a.Operation), string(b.Operation)) })
+	return st, err
+}
+
+// LedgerHead is the position of an account's newest fact (0 when it has none): where an
+// export of its whole ledger ends.
+func (v Views) LedgerHead(ctx context.Context, accountID string) (int64, error) {
+	var head int64
+	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := accountExists(ctx, tx, accountID); err != nil {
+			return err
+		}
+		var err error
+		head, err = eventstore.StreamHeadPosition(ctx, tx, domain.AccountStream(accountID))
+		return err
+	})
+	return head, err
+}
+
+func accountExists(ctx context.Context, tx pgx.Tx, accountID string) error {
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM accounts WHERE account_id = $1)`, accountID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return domain.ErrAccountNotFound
+	}
+	return nil
+}
+
+// balanceAt is the balance after the stream's last fact recorded at or before at (0 before
+// its first).
+func balanceAt(ctx context.Context, tx pgx.Tx, stream string, at time.Time) (int64, error) {
+	e, ok, err := eventstore.LastAt(ctx, tx, stream, at)
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+		return f.BalanceAfter, err
+	}
+	// No fact in the store at or before at: either there is none, or it is archived.
+	b, archived, err := eventstore.BoundaryOf(ctx, tx, stream)
+	switch {
+	case err != nil || !archived || at.Before(b.FirstAt):
+		return 0, err
+	case at.Before(b.At):
+		return 0, &domain.ArchivedError{At: at, Facts: b.Version, Through: b.At, FirstAt: b.FirstAt}
+	}
+	state, err := archive.DecodeAccountState(b.Account)
+	return state.Balance, err
 }

@@ -15,6 +15,7 @@ var (
 	ErrAccountNotFound     = errors.New("account not found")
 	ErrKeyNotFound         = errors.New("key not found")
 	ErrGrantNotFound       = errors.New("bonus grant not found")
+	ErrNoDigest            = errors.New("no digest has been taken yet: run kyapi digest -o FILE, or set AUDIT_SIGNING_KEY for kyapi serve")
 	ErrPurchaseAmount      = errors.New("amount_cents must be between 500 and 2500000 ($5 to $25,000)")
 	ErrPaymentRefReused    = errors.New("payment_ref was already used for another account")
 	// ErrUnavailable means the service could not do what was asked now (its database stopped

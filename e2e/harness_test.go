@@ -159,10 +159,17 @@ func waitEventsVisible(t testing.TB, dbURL string) {
 // runKyapi runs a kyapi tool command to its end and returns its output and exit status.
 func runKyapi(t testing.TB, dbURL string, args ...string) (string, int) {
 	t.Helper()
+	return runKyapiWith(t, map[string]string{"DATABASE_URL": dbURL}, args...)
+}
+
+// runKyapiWith is runKyapi with the given environment (DATA_DIR is added).
+func runKyapiWith(t testing.TB, vars map[string]string, args ...string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, kyapiBinary(t), args...)
-	cmd.Env = childEnv(map[string]string{"DATABASE_URL": dbURL, "DATA_DIR": t.TempDir()})
+	vars["DATA_DIR"] = t.TempDir()
+	cmd.Env = childEnv(vars)
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	switch {

@@ -475,3 +475,44 @@ func TestConcurrentLockedAppendsToTheSameStreamsBothLand(t *testing.T) {
 		}
 	}
 }
+
+// HeadsAt shows every stream as of a position: streams appended to since show their newest
+// event at or below it, streams begun since are left out, and the rest show their heads.
+func TestHeadsAtAPositionShowEachStreamAsItWasThen(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	note := eventstore.NewEvent{Type: "Note", Payload: map[string]int{"n": 1}}
+	appendTo(t, store, "b", at, note, note)
+	appendTo(t, store, "a", at, note)
+	position, err := eventstore.SettledPosition(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	then := map[string]eventstore.Head{}
+	for _, id := range []string{"a", "b"} {
+		h, _, _ := eventstore.StreamHead(ctx, pool, id)
+		then[id] = h
+	}
+	appendTo(t, store, "b", at, note)
+	appendTo(t, store, "c", at, note)
+
+	var got []eventstore.Head
+	if err := eventstore.HeadsAt(ctx, pool, position, func(h eventstore.Head) error { got = append(got, h); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != "a" || got[1].ID != "b" {
+		t.Fatalf("heads at %d: %+v", position, got)
+	}
+	for _, h := range got {
+		if w := then[h.ID]; h.Version != w.Version || h.Hash != w.Hash || !h.At.Equal(w.At) {
+			t.Errorf("stream %s at %d: %+v, was %+v", h.ID, position, h, w)
+		}
+	}
+	now, _ := eventstore.SettledPosition(ctx, pool)
+	got = nil
+	_ = eventstore.HeadsAt(ctx, pool, now, func(h eventstore.Head) error { got = append(got, h); return nil })
+	if len(got) != 3 || got[1].Version != 3 || now <= position {
+		t.Fatalf("heads at %d: %+v", now, got)
+	}
+}

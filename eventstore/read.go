@@ -170,3 +170,155 @@ func AnyStream(ctx context.Context, q Querier, prefix string) (bool, error) {
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM streams WHERE starts_with(stream_id, $1) AND version > 0)`, prefix).Scan(&ok)
 	return ok, err
 }
+
+// SettledPosition returns a position at or below which no event can still commit: the newest
+// position handed out so far, once every transaction that could hold one at or below it has
+// ended. It is the projections' rule (a transaction whose id is under the snapshot's xmin has
+// ended) applied to positions: the append statement takes its transaction id before any
+// position, so a transaction holding a position handed out before the sequence was read has an
+// id below the next id handed out after. It waits for the transactions running now to end, as
+// a projection waits for them to deliver; call it outside a transaction.
+func SettledPosition(ctx context.Context, q Querier) (int64, error) {
+	var top int64
+	if err := q.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM event_position_seq`).Scan(&top); err != nil {
+		return 0, err
+	}
+	var xmax string
+	if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&xmax); err != nil {
+		return 0, err
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var settled bool
+		if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8`, xmax).Scan(&settled); err != nil {
+			return 0, err
+		}
+		if settled {
+			return top, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// HeadsAt calls fn with the head of every stream as of position: its newest event at or below
+// it (streams with none are left out), in stream id order (byte order). Call it in a snapshot
+// taken after SettledPosition returned position, so that no head it shows can still change.
+// Most heads are read from the streams table; only streams appended to since position are
+// looked up in the events.
+func HeadsAt(ctx context.Context, q Querier, position int64, fn func(Head) error) error {
+	rows, err := q.Query(ctx, `SELECT s.stream_no, s.stream_id, h.version, h.hash, h.recorded_at
+		FROM streams s CROSS JOIN LATERAL (
+			SELECT s.version, s.head_hash AS hash, s.head_at AS recorded_at WHERE s.head_position <= $1
+			UNION ALL
+			(SELECT e.version, e.hash, e.recorded_at FROM events e
+			 WHERE s.head_position > $1 AND e.stream_no = s.stream_no AND e.position <= $1
+			 ORDER BY e.position DESC LIMIT 1)) h
+		WHERE s.version > 0
+		ORDER BY s.stream_id COLLATE "C"`, position)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var h Head
+	var hash []byte
+	for rows.Next() {
+		if err := rows.Scan(&h.No, &h.ID, &h.Version, &hash, &h.At); err != nil {
+			return err
+		}
+		copy(h.Hash[:], hash)
+		h.At = h.At.UTC()
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// StreamIDs maps every stream's number to its id.
+func StreamIDs(ctx context.Context, q Querier) (map[int32]string, error) {
+	rows, err := q.Query(ctx, `SELECT stream_no, stream_id FROM streams`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]string{}
+	var no int32
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&no, &id}, func() error { out[no] = id; return nil })
+	return out, err
+}
+
+// ScanUpTo calls fn with every event at or below position whose stream number is in [fromNo,
+// toNo], ordered by stream number and then position (version order within a stream), one row
+// at a time. StreamID is left empty (see StreamIDs): fn sees the stream's number.
+func ScanUpTo(ctx context.Context, q Querier, position int64, fromNo, toNo int32, fn func(no int32, e *Event) error) error {
+	rows, err := q.Query(ctx, `SELECT position, transaction_id::text AS tx_text, stream_no, version, type, payload::text, metadata::text, recorded_at, hash
+		FROM events WHERE position <= $1 AND stream_no BETWEEN $2 AND $3
+		ORDER BY stream_no, position`, position, fromNo, toNo)
+	if err != nil {
+		return err
+	}
+	var (
+		e             Event
+		tx            string
+		no            int32
+		payload, meta string
+		hash          []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&e.Position, &tx, &no, &e.Version, &e.Type, &payload, &meta, &e.RecordedAt, &hash}, func() error {
+		txid, err := strconv.ParseUint(tx, 10, 64)
+		if err != nil {
+			return err
+		}
+		e.TxID, e.Payload, e.RawMetadata = txid, []byte(payload), []byte(meta)
+		e.RecordedAt = e.RecordedAt.UTC()
+		copy(e.Hash[:], hash)
+		return fn(no, &e)
+	})
+	return err
+}
+
+// StreamHeadPosition is the position of a stream's newest event (0 when it has none).
+func StreamHeadPosition(ctx context.Context, q Querier, streamID string) (int64, error) {
+	var p int64
+	err := q.QueryRow(ctx, `SELECT coalesce(head_position, 0) FROM streams WHERE stream_id = $1`, streamID).Scan(&p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return p, err
+}
+
+// ReadStreamWindow calls fn with the events of one stream recorded in [from, to), in order,
+// one row at a time. Within a stream recorded_at never decreases with version, so the window
+// is a run of consecutive events: stream_marks bound the scan to it and at most 256 events on
+// either side, however long the stream.
+func ReadStreamWindow(ctx context.Context, q Querier, streamID string, from, to time.Time, fn func(Event) error) error {
+	rows, err := q.Query(ctx, `
+		WITH st AS (SELECT stream_no FROM streams WHERE stream_id = $1),
+		lo AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at < $2
+			ORDER BY m.recorded_at DESC, m.version DESC LIMIT 1),
+		hi AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at >= $3
+			ORDER BY m.recorded_at, m.version LIMIT 1)
+		SELECT `+eventColumns+fromEvents+`
+		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM st)
+		  AND e.position >= coalesce((SELECT position FROM lo), 0)
+		  AND e.position <= coalesce((SELECT position FROM hi), $4)
+		  AND e.recorded_at >= $2 AND e.recorded_at < $3
+		ORDER BY e.position`, streamID, from, to, int64(math.MaxInt64))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -29,7 +29,8 @@ CREATE TABLE streams (
     stream_id text NOT NULL UNIQUE,
     version   bigint NOT NULL DEFAULT 0,
     head_hash bytea NOT NULL DEFAULT '\x0000000000000000000000000000000000000000000000000000000000000000',
-    head_at   timestamptz                               -- recorded_at of the newest event; NULL when empty
+    head_at   timestamptz,                              -- recorded_at of the newest event; NULL when empty
+    head_position bigint                                -- position of the newest event; NULL when empty
 );
 
 ALTER TABLE events RENAME TO events_v1;
@@ -114,11 +115,11 @@ CREATE TABLE stream_marks (
 );
 CREATE INDEX stream_marks_time ON stream_marks (stream_no, recorded_at, version);
 
--- The one statement that appends events: it moves each stream's head from the version the
--- appender read (p_expected) to the new one, and raises KY001 — aborting the whole
--- transaction — if any head has moved on; then it inserts the events in the given order (so
--- positions follow versions within a stream) and notes every 256th event in stream_marks.
--- Versions, times and hashes are computed by the caller (eventstore.Batch) from the heads.
+-- The one statement that appends events: it inserts the events in the given order (so
+-- positions follow versions within a stream), notes every 256th event in stream_marks, and
+-- moves each stream's head from the version the appender read (p_expected) to the new one —
+-- raising KY001, which aborts the whole transaction, if any head had moved on. Versions, times
+-- and hashes are computed by the caller (eventstore.Batch) from the heads it read.
 CREATE FUNCTION kyapi_append(
     p_streams integer[], p_expected bigint[], p_versions bigint[], p_hashes bytea[], p_ats timestamptz[],
     e_streams integer[], e_versions bigint[], e_ats timestamptz[], e_types text[], e_hashes bytea[],
@@ -127,23 +128,30 @@ RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
     moved integer;
 BEGIN
-    UPDATE streams s SET version = u.v, head_hash = u.h, head_at = u.t
-    FROM unnest(p_streams, p_expected, p_versions, p_hashes, p_ats) AS u(no, expected, v, h, t)
-    WHERE s.stream_no = u.no AND s.version = u.expected;
-    GET DIAGNOSTICS moved = ROW_COUNT;
-    IF moved <> cardinality(p_streams) THEN
-        RAISE EXCEPTION 'stream version conflict: % of % stream heads were at the expected version',
-            moved, cardinality(p_streams) USING ERRCODE = 'KY001';
-    END IF;
+    -- Take the transaction id before any position: a digest's covered position relies on
+    -- every position being held by a transaction that already has its id
+    -- (eventstore.SettledPosition).
+    PERFORM pg_current_xact_id();
     WITH ins AS (
         INSERT INTO events (version, recorded_at, stream_no, type, hash, payload, metadata)
         SELECT n.v, n.t, n.no, n.ty, n.h, n.p::json, n.m::json
         FROM unnest(e_streams, e_versions, e_ats, e_types, e_hashes, e_payloads, e_metadata)
             WITH ORDINALITY AS n(no, v, t, ty, h, p, m, ord)
         ORDER BY n.ord
-        RETURNING stream_no, version, position, recorded_at)
-    INSERT INTO stream_marks (stream_no, version, position, recorded_at)
-    SELECT stream_no, version, position, recorded_at FROM ins WHERE version % 256 = 0;
+        RETURNING stream_no, version, position, recorded_at),
+    marks AS (
+        INSERT INTO stream_marks (stream_no, version, position, recorded_at)
+        SELECT stream_no, version, position, recorded_at FROM ins WHERE version % 256 = 0),
+    newest AS (SELECT stream_no, max(position) AS position FROM ins GROUP BY stream_no)
+    UPDATE streams s SET version = u.v, head_hash = u.h, head_at = u.t, head_position = newest.position
+    FROM unnest(p_streams, p_expected, p_versions, p_hashes, p_ats) AS u(no, expected, v, h, t)
+        JOIN newest ON newest.stream_no = u.no
+    WHERE s.stream_no = u.no AND s.version = u.expected;
+    GET DIAGNOSTICS moved = ROW_COUNT;
+    IF moved <> cardinality(p_streams) THEN
+        RAISE EXCEPTION 'stream version conflict: % of % stream heads were at the expected version',
+            moved, cardinality(p_streams) USING ERRCODE = 'KY001';
+    END IF;
     RETURN cardinality(e_streams);
 END $$;
 
@@ -177,7 +185,8 @@ BEGIN
         h := kyapi_event_hash(prev, e.stream_id, e.version, e.type, e.payload::text, e.metadata::text, at);
         INSERT INTO events (position, transaction_id, version, recorded_at, stream_no, type, hash, payload, metadata)
         VALUES (e.position, e.transaction_id, e.version, at, e.stream_no, e.type, h, e.payload::text::json, e.metadata::text::json);
-        UPDATE streams SET version = e.version, head_hash = h, head_at = at WHERE stream_no = e.stream_no;
+        UPDATE streams SET version = e.version, head_hash = h, head_at = at, head_position = e.position
+        WHERE stream_no = e.stream_no;
         IF e.version % 256 = 0 THEN
             INSERT INTO stream_marks VALUES (e.stream_no, e.version, e.position, at);
         END IF;

@@ -2,6 +2,8 @@ package migrations_test
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,44 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 	}
 	if len(rep.Differences) != 0 || rep.Events != 6 {
 		t.Fatalf("audit of the carried-over database: %+v\n%s", rep, out.String())
+	}
+
+	// The carried-over store is append-only and verifies clean against a digest of itself.
+	if _, err := pool.Exec(ctx, `DELETE FROM events`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("DELETE on the carried-over events: %v", err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	d, err := audit.TakeDigest(ctx, pool, key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Streams != 2 || d.Events != 6 {
+		t.Fatalf("digest of the carried-over store: %d streams, %d events", d.Streams, d.Events)
+	}
+	if drep, err := audit.VerifyDigest(ctx, pool, d, 1); err != nil || len(drep.Differences) != 0 || drep.Events != 6 {
+		t.Fatalf("verify against its digest: %+v, %v", drep, err)
+	}
+}
+
+// A fresh database gets every migration, the append-only triggers included, and audits and
+// verifies clean.
+func TestAFreshDatabaseIsAppendOnlyAndAuditsClean(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var triggers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE tgname IN ('events_append_only', 'events_no_truncate', 'digests_append_only')
+		AND tgrelid IN ('events'::regclass, 'digests'::regclass)`).Scan(&triggers); err != nil || triggers != 3 {
+		t.Fatalf("%d of the 3 append-only triggers (%v)", triggers, err)
+	}
+	if rep, err := audit.Run(ctx, pool, audit.Options{}); err != nil || len(rep.Differences) != 0 {
+		t.Fatalf("audit of a fresh database: %+v, %v", rep, err)
+	}
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	d, err := audit.TakeDigest(ctx, pool, key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if drep, err := audit.VerifyDigest(ctx, pool, d, 1); err != nil || len(drep.Differences) != 0 {
+		t.Fatalf("verify a fresh database: %+v, %v", drep, err)
 	}
 }

@@ -331,6 +331,7 @@ func (r *report) write() string {
 	}
 
 	r.rebuild()
+	r.digest()
 	r.index()
 	r.targetTable()
 	r.bounds(md, un, charge, single, batched, okC && okS && okB)
@@ -384,6 +385,30 @@ func (r *report) rebuild() {
 	if slowest >= 0 {
 		r.check("kyapi rebuild, slowest projection ("+slowestName+")", "≥ 100,000 events/s", slowest, 100000, true, "events/s")
 	}
+}
+
+func (r *report) digest() {
+	benches := r.benches("digest.txt")
+	if len(benches) == 0 {
+		return
+	}
+	r.p("## Digests and audits of 1,000,000 events")
+	r.p("")
+	r.p("`go test -bench BenchmarkDigest1M -benchtime 1x ./audit/`: a store of 1,000,000 events (20,000 streams")
+	r.p("of 50) appended through the event store; `take` is `kyapi digest` (settle, read every stream head,")
+	r.p("fold the Merkle root, sign), `verify` is the `-digest` part of `kyapi audit -digest` (every covered")
+	r.p("event read and its chain recomputed), `audit` is `kyapi audit` itself.")
+	r.p("")
+	r.p("| step | seconds | events/s |")
+	r.p("|---|---:|---:|")
+	for _, b := range benches {
+		rate := "-"
+		if v, ok := b.Metrics["events/s"]; ok {
+			rate = thousands(v)
+		}
+		r.p("| %s | %.2f | %s |", strings.TrimPrefix(b.Name, "BenchmarkDigest1M/"), b.NsPerOp/1e9, rate)
+	}
+	r.p("")
 }
 
 func (r *report) index() {
@@ -583,6 +608,7 @@ func (r *report) reproduce() {
 	r.p("# the pieces")
 	r.p("BENCH_DATABASE_URL=$DATABASE_URL go test -run '^$' -bench . -benchtime 5s ./bench/pgceiling/")
 	r.p("DATABASE_URL=... bin/kyapi rebuild")
+	r.p("go test -run '^$' -bench BenchmarkDigest1M -benchtime 1x ./audit/")
 	r.p("go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/")
 	r.p("```")
 	r.p("")

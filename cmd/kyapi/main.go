@@ -1,6 +1,6 @@
 // Command kyapi runs the Kentucky Business Data API: the public read API, the admin API
 // and the projections (serve), and the operator tools (migrate, import, demo-data,
-// rebuild, audit, archive, restore). Configuration comes from the environment; see README.md.
+// rebuild, audit, digest, archive, restore). Configuration comes from the environment; see README.md.
 package main
 
 import (
@@ -26,7 +26,10 @@ commands:
   import      import catalog NDJSON files: kyapi import FILE...
   demo-data   load the deterministic Kentucky demo catalog and a demo account
   rebuild     rebuild every projection from position 0
-  audit       check every stream's hash chain and every account's ledger against the write and read models
+  audit       check every stream's hash chain and every account's ledger against the write and read models;
+              -digest FILE also verifies the store against a digest taken earlier
+  digest      write a signed digest of the store: kyapi digest -o FILE (key: AUDIT_SIGNING_KEY);
+              kyapi digest -new-key FILE makes a signing key
   archive     move the event partitions below a position to a file: kyapi archive -before POSITION -o FILE (-list)
   restore     check an archive file and put its events back: kyapi restore FILE
 `
@@ -53,6 +56,8 @@ func main() {
 		err = runRebuild(ctx, args)
 	case "audit":
 		err = runAudit(ctx, args)
+	case "digest":
+		err = runDigest(ctx, args)
 	case "archive":
 		err = runArchive(ctx, args)
 	case "restore":

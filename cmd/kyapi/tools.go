@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -137,8 +139,18 @@ func runAudit(ctx context.Context, args []string) error {
 	from := fs.Int64("from", 0, "audit only events at or after this position")
 	to := fs.Int64("to", 0, "audit only events at or before this position (0: the newest)")
 	workers := fs.Int("workers", 0, "streams audited at once (default: the number of CPUs)")
+	digestFile := fs.String("digest", "", "also verify the store against this digest (kyapi digest -o, or GET /admin/digest)")
+	publicKey := fs.String("public-key", "", "with -digest: the operator's public key (hex) the digest must be signed by")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var digest *audit.Digest
+	if *digestFile != "" {
+		d, err := readDigest(*digestFile, *publicKey)
+		if err != nil {
+			return err
+		}
+		digest = &d
 	}
 	cfg, pool, err := connect(ctx)
 	if err != nil {
@@ -171,9 +183,105 @@ func runAudit(ctx context.Context, args []string) error {
 			rep.ArchivedBefore, rep.ArchivedEvents)
 	}
 	fmt.Printf("audited %d accounts, %d streams, %d events: %d differences\n", rep.Accounts, rep.Streams, rep.Events, len(rep.Differences))
-	if len(rep.Differences) > 0 {
+	differences := len(rep.Differences)
+	if digest != nil {
+		drep, err := audit.VerifyDigest(ctx, pool, *digest, *workers)
+		if err != nil {
+			return err
+		}
+		for _, d := range drep.Differences {
+			fmt.Println("DIGEST", d)
+		}
+		fmt.Printf("verified %d events of %d streams against the digest of %s (position %d, root %s): %d differences\n",
+			drep.Events, drep.Streams, digest.TakenAt.Format(time.RFC3339), digest.Position, digest.Root, len(drep.Differences))
+		differences += len(drep.Differences)
+	}
+	if differences > 0 {
 		return exitCode(1)
 	}
+	return nil
+}
+
+// readDigest reads and checks a digest document; with publicKey, it must be signed by it.
+func readDigest(path, publicKey string) (audit.Digest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return audit.Digest{}, err
+	}
+	d, err := audit.ParseDigest(b)
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", path, err)
+	}
+	var trusted ed25519.PublicKey
+	if publicKey != "" {
+		if trusted, err = audit.ParsePublicKey(publicKey); err != nil {
+			return d, fmt.Errorf("-public-key: %w", err)
+		}
+	} else {
+		fmt.Fprintf(os.Stderr, "audit: the digest is signed by key %s; pass -public-key to require the operator's key\n", d.PublicKey)
+	}
+	if err := audit.CheckDigest(d, trusted); err != nil {
+		return d, fmt.Errorf("%s: %w", path, err)
+	}
+	return d, nil
+}
+
+// runDigest takes a signed digest of the store (audit.TakeDigest), saves it for GET
+// /admin/digest and writes it to -o; -new-key makes a signing key instead.
+func runDigest(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("digest", flag.ContinueOnError)
+	out := fs.String("o", "", "write the digest to this file (- for standard output)")
+	newKey := fs.String("new-key", "", "make a signing key in this file and print its public key")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *newKey != "" {
+		pub, err := audit.NewSigningKey(*newKey)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("wrote the signing key to %s (keep it secret; AUDIT_SIGNING_KEY names it)\npublic key: %x\n", *newKey, []byte(pub))
+		return nil
+	}
+	if *out == "" {
+		return fmt.Errorf("usage: kyapi digest -o FILE | kyapi digest -new-key FILE")
+	}
+	cfg, err := app.LoadConfig()
+	if err != nil {
+		return err
+	}
+	if cfg.AuditSigningKey == "" {
+		return fmt.Errorf("AUDIT_SIGNING_KEY is not set: name the key file (kyapi digest -new-key FILE makes one)")
+	}
+	key, err := audit.LoadSigningKey(cfg.AuditSigningKey)
+	if err != nil {
+		return fmt.Errorf("AUDIT_SIGNING_KEY: %w", err)
+	}
+	pool, err := app.OpenDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	d, err := audit.TakeDigest(ctx, pool, key, time.Now())
+	if err != nil {
+		return err
+	}
+	if err := audit.SaveDigest(ctx, pool, d); err != nil {
+		return err
+	}
+	doc, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		return err
+	}
+	doc = append(doc, '\n')
+	if *out == "-" {
+		_, err = os.Stdout.Write(doc)
+		return err
+	}
+	if err := os.WriteFile(*out, doc, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "digest of %d streams, %d events up to position %d: root %s, written to %s\n", d.Streams, d.Events, d.Position, d.Root, *out)
 	return nil
 }
 

@@ -5,6 +5,8 @@ package app
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/adminapi"
+	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/httpx"
@@ -127,6 +130,13 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	}
 	defer runner.Close()
 	go maintain(ctx, store, clock, log)
+	if cfg.AuditSigningKey != "" {
+		key, err := audit.LoadSigningKey(cfg.AuditSigningKey)
+		if err != nil {
+			return fmt.Errorf("AUDIT_SIGNING_KEY: %w", err)
+		}
+		go digestHourly(ctx, pool, key, clock, log)
+	}
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {
@@ -201,9 +211,12 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			Accounts: accounts,
 			Import:   commands.ImportCatalog{Store: store, Clock: clock},
 			Views:    commands.Views{Pool: pool},
-			Token:    cfg.AdminToken,
-			Log:      log,
-			Clock:    clock,
+			LatestDigest: func(ctx context.Context) (json.RawMessage, error) {
+				return audit.LatestDigest(ctx, pool)
+			},
+			Token: cfg.AdminToken,
+			Log:   log,
+			Clock: clock,
 		}
 		if err := listen("admin", cfg.AdminAddr, admin.Handler(), false); err != nil {
 			return err
@@ -233,6 +246,33 @@ func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Ti
 			}
 		} else if parts > 0 || claims > 0 {
 			log.WithFields(logrus.Fields{"partitions_created": parts, "claims_deleted": claims}).Info("maintenance")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// digestEvery is how often a serving process with a signing key saves a digest of the store;
+// digestCheckEvery how often it looks whether one is due (another process may have taken it).
+const (
+	digestEvery      = time.Hour
+	digestCheckEvery = time.Minute
+)
+
+// digestHourly saves a signed digest (audit.DigestIfDue) whenever the newest is an hour old.
+func digestHourly(ctx context.Context, pool *pgxpool.Pool, key ed25519.PrivateKey, clock func() time.Time, log *logrus.Logger) {
+	t := time.NewTicker(digestCheckEvery)
+	defer t.Stop()
+	for {
+		took, err := audit.DigestIfDue(ctx, pool, key, clock(), digestEvery)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.WithError(err).Warn("taking the hourly digest failed; it is tried again in a minute")
+		case took:
+			log.Info("saved a signed digest of the store (GET /admin/digest)")
 		}
 		select {
 		case <-ctx.Done():

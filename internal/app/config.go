@@ -20,6 +20,9 @@ type Config struct {
 	LogLevel         string
 	TLSCertFile      string
 	TLSKeyFile       string
+	// AuditSigningKey is the file of the Ed25519 key that signs digests (kyapi digest; serve
+	// writes one every hour when it is set).
+	AuditSigningKey string
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -35,6 +38,7 @@ func LoadConfig() (Config, error) {
 		LogLevel:         envOr("LOG_LEVEL", "info"),
 		TLSCertFile:      os.Getenv("TLS_CERT_FILE"),
 		TLSKeyFile:       os.Getenv("TLS_KEY_FILE"),
+		AuditSigningKey:  os.Getenv("AUDIT_SIGNING_KEY"),
 	}
 	if c.DatabaseURL == "" {
 		return c, fmt.Errorf("DATABASE_URL is not set")

@@ -103,6 +103,7 @@ func MapError(err error) Error {
 		{domain.ErrAccountNotFound, http.StatusNotFound, CodeNotFound},
 		{domain.ErrKeyNotFound, http.StatusNotFound, CodeNotFound},
 		{domain.ErrGrantNotFound, http.StatusNotFound, CodeNotFound},
+		{domain.ErrNoDigest, http.StatusNotFound, CodeNotFound},
 		{domain.ErrPurchaseAmount, http.StatusBadRequest, CodeBadRequest},
 		// §6 has no conflict code: a payment reference reused for another account is a bad request.
 		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest},

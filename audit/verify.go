@@ -1,0 +1,211 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// DigestReport is the outcome of verifying a store against a digest.
+type DigestReport struct {
+	Streams     int   // streams the digest covers
+	Events      int64 // events read at or below the digest's position
+	Differences []string
+}
+
+// VerifyDigest checks the store against a digest taken earlier (check the document itself
+// with CheckDigest first): every event at or below the digest's position must still be
+// there, unchanged, in the chain of a head the digest holds. Each stream's chain is
+// recomputed from the events' content, not read from their stored hashes, so a history
+// rewritten and re-chained to match — write model and read models moved back with it — still
+// differs from the digest. workers (0: the number of CPUs) streams are checked at once.
+func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int) (DigestReport, error) {
+	rep := DigestReport{Streams: len(d.Heads)}
+	if workers <= 0 {
+		workers = runtime.NumCPU()
+	}
+	want := make(map[string]digestHead, len(d.Heads))
+	for _, h := range d.Heads {
+		hash, err := decodeHash(h.Hash)
+		if err != nil {
+			return rep, fmt.Errorf("digest: head of stream %s: %w", h.Stream, err)
+		}
+		want[h.Stream] = digestHead{version: h.Version, hash: hash}
+	}
+	ids, err := eventstore.StreamIDs(ctx, pool)
+	if err != nil {
+		return rep, err
+	}
+	nos := make([]int32, 0, len(ids))
+	for no := range ids {
+		nos = append(nos, no)
+	}
+	slices.Sort(nos)
+
+	var mu sync.Mutex
+	var diffs []string
+	differ := func(format string, args ...any) {
+		mu.Lock()
+		diffs = append(diffs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	// Streams in ranges of stream numbers holding about the same number of covered events.
+	var ranges [][2]int32
+	var perRange int64 = max(d.Events/int64(workers*4), 10_000)
+	var acc int64
+	start := 0
+	for i, no := range nos {
+		acc += want[ids[no]].version + 1
+		if acc >= perRange || i == len(nos)-1 {
+			ranges = append(ranges, [2]int32{nos[start], no})
+			start, acc = i+1, 0
+		}
+	}
+	var events int64
+	seen := make(map[string]bool, len(d.Heads))
+	work := make(chan [2]int32)
+	errs := make(chan error, len(ranges))
+	var wg sync.WaitGroup
+	for range min(workers, len(ranges)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range work {
+				if err := verifyRange(ctx, pool, d.Position, r, ids, want, &mu, seen, &events, differ); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for _, r := range ranges {
+		work <- r
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return rep, err
+	}
+	// Streams of the digest of which no event at or below its position is left.
+	for _, h := range d.Heads {
+		if !seen[h.Stream] {
+			differ("stream %s: missing: the digest covers versions 1 to %d, the store holds none of them at or below position %d",
+				h.Stream, h.Version, d.Position)
+		}
+	}
+	rep.Events = events
+	rep.Differences = diffs
+	sort.Strings(rep.Differences)
+	return rep, nil
+}
+
+type digestHead struct {
+	version int64
+	hash    [32]byte
+}
+
+// verifyState follows one stream through the covered events.
+type verifyState struct {
+	no       int32
+	id       string
+	want     digestHead
+	inDigest bool
+
+	version  int64    // the last version read
+	computed [32]byte // the chain recomputed from the content of the events read
+	edited   bool     // an event's stored hash already differed from its content: reported
+	broken   bool     // versions did not follow each other: reported
+	inserted bool     // an event beyond the digest's head: reported
+}
+
+func (s *verifyState) add(e *eventstore.Event, position int64, differ func(string, ...any)) {
+	if !s.inDigest {
+		if !s.inserted {
+			differ("stream %s v%d (position %d): inserted: at or below the digest's position %d, in a stream the digest does not hold",
+				s.id, e.Version, e.Position, position)
+			s.inserted = true
+		}
+		return
+	}
+	switch {
+	case e.Version > s.want.version:
+		if !s.inserted {
+			differ("stream %s v%d (position %d): inserted: at or below the digest's position %d, after the version it covers (v%d)",
+				s.id, e.Version, e.Position, position, s.want.version)
+			s.inserted = true
+		}
+		return
+	case e.Version == s.version+1:
+	case e.Version <= s.version:
+		differ("stream %s v%d (position %d): inserted: a version %d after version %d", s.id, e.Version, e.Position, e.Version, s.version)
+		s.broken = true
+	default:
+		differ("stream %s: missing: versions %d to %d of the %d the digest covers are not in the store (the next one, v%d, is at position %d)",
+			s.id, s.version+1, e.Version-1, s.want.version, e.Version, e.Position)
+		s.broken = true
+	}
+	e.StreamID = s.id
+	next := eventstore.EventHash(s.computed, s.id, e.Version, e.Type, e.Payload, e.RawMetadata, e.RecordedAt)
+	if next != e.Hash && !s.edited && !s.broken {
+		differ("stream %s v%d (position %d): edited: its content does not hash to its stored chain hash", s.id, e.Version, e.Position)
+		s.edited = true
+	}
+	s.computed, s.version = next, e.Version
+}
+
+// finish compares the chain read with the digest's head.
+func (s *verifyState) finish(position int64, differ func(string, ...any)) {
+	if !s.inDigest {
+		return
+	}
+	switch {
+	case s.version < s.want.version && !s.broken:
+		differ("stream %s: truncated: the digest covers versions 1 to %d, the store holds only %d at or below position %d",
+			s.id, s.want.version, s.version, position)
+	case s.version == s.want.version && s.computed != s.want.hash && !s.edited && !s.broken:
+		differ("stream %s: re-chained: its events 1 to %d hash to %x…, the digest holds %x…: history at or before v%d was rewritten and its hashes recomputed",
+			s.id, s.want.version, s.computed[:6], s.want.hash[:6], s.want.version)
+	}
+}
+
+// verifyRange checks the covered events of the streams numbered r[0] to r[1].
+func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]int32, ids map[int32]string,
+	want map[string]digestHead, mu *sync.Mutex, seen map[string]bool, events *int64, differ func(string, ...any)) error {
+	var cur *verifyState
+	var n int64
+	finish := func() {
+		if cur != nil {
+			cur.finish(position, differ)
+			mu.Lock()
+			seen[cur.id] = true
+			mu.Unlock()
+		}
+	}
+	err := eventstore.ScanUpTo(ctx, pool, position, r[0], r[1], func(no int32, e *eventstore.Event) error {
+		n++
+		if cur == nil || cur.no != no {
+			finish()
+			id, known := ids[no]
+			if !known {
+				id = fmt.Sprintf("#%d (a stream number with no row in streams)", no)
+			}
+			h, ok := want[id]
+			cur = &verifyState{no: no, id: id, want: h, inDigest: ok}
+		}
+		cur.add(e, position, differ)
+		return nil
+	})
+	finish()
+	mu.Lock()
+	*events += n
+	mu.Unlock()
+	return err
+}
