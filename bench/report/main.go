@@ -74,8 +74,11 @@ func main() {
 	accounts := flag.Int("accounts", 200, "accounts (keys)")
 	mix := flag.String("mix", "", "mix")
 	pgVersion := flag.String("pg-version", "", "PostgreSQL server version")
+	grantAccounts := flag.Int("grant-accounts", 100000, "accounts opened for the bonus grant")
+	growthSizes := flag.String("growth-sizes", "", "sizes of the growth benchmark")
 	flag.Parse()
-	r := &report{dir: *dir, places: *places, seconds: *seconds, conns: *conns, accounts: *accounts, mix: *mix, pgVersion: *pgVersion}
+	r := &report{dir: *dir, places: *places, seconds: *seconds, conns: *conns, accounts: *accounts, mix: *mix, pgVersion: *pgVersion,
+		grantAccounts: *grantAccounts, growthSizes: *growthSizes}
 	doc := r.write()
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -89,6 +92,8 @@ type report struct {
 	places, seconds, conns int
 	accounts               int
 	mix, pgVersion         string
+	grantAccounts          int
+	growthSizes            string
 	b                      strings.Builder
 	targets                []target
 }
@@ -271,6 +276,8 @@ func (r *report) write() string {
 		r.check("metered detail p99, 64 connections", "< 25 ms", md.Overall.P99ms, 25, false, "ms")
 	}
 
+	r.bytesPerRequest(md, mm)
+
 	r.p("## Appends: metering against PostgreSQL's own ceiling")
 	r.p("")
 	r.p("`bench/pgceiling` on the same database, 16 connections (the pool size of `kyapi serve`): INSERT")
@@ -332,6 +339,8 @@ func (r *report) write() string {
 
 	r.rebuild()
 	r.index()
+	r.grant()
+	r.growth()
 	r.targetTable()
 	r.bounds(md, un, charge, single, batched, okC && okS && okB)
 	r.profile()
@@ -584,6 +593,12 @@ func (r *report) reproduce() {
 	r.p("BENCH_DATABASE_URL=$DATABASE_URL go test -run '^$' -bench . -benchtime 5s ./bench/pgceiling/")
 	r.p("DATABASE_URL=... bin/kyapi rebuild")
 	r.p("go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/")
+	r.p("go build -o bin/storebench ./bench/storebench   # database sizes, bulk accounts, grant check, growth")
+	r.p("bin/storebench size -label now                 # DATABASE_URL: the database to measure")
+	r.p("bin/storebench accounts -n 100000 && bin/kyload -keys keys.txt -admin-url http://127.0.0.1:8081 -grant-at 5s -grant-outage o1")
+	r.p("bin/storebench grant-check -outage o1")
+	r.p("bin/storebench growth -sizes 10000,100000 -admin-url http://127.0.0.1:8081 -kyapi bin/kyapi")
+	r.p("BENCH_GROWTH_SIZES=10000,100000,1000000 BENCH_GRANT_ACCOUNTS=20000 make bench   # smaller store benchmarks")
 	r.p("```")
 	r.p("")
 	r.p("Raw results of the run (kyload JSON, benchmark output, the CPU profile) are kept in the directory")
