@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
@@ -287,28 +288,17 @@ func runAudit(ctx context.Context, kyapi string) auditRun {
 	return a
 }
 
-// explainReads is EXPLAIN ANALYZE of the store queries behind the timed reads (their text as
-// in eventstore/read.go), so a read that grows with the history shows why.
+// explainReads is EXPLAIN ANALYZE of the store queries behind the timed reads (the statements
+// eventstore runs), so a read that grows with the history shows why.
 func explainReads(ctx context.Context, pool *pgxpool.Pool, id string, at time.Time, lastAfter int64) map[string]string {
 	stream := domain.AccountStream(id)
 	queries := map[string]struct {
 		sql  string
 		args []any
 	}{
-		"ledger_last": {`SELECT e.position FROM events e JOIN streams s ON s.stream_no = e.stream_no
-			WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM streams WHERE stream_id = $1) AND e.position > $2
-			ORDER BY e.position LIMIT 100`, []any{stream, lastAfter}},
-		"balance_at_early": {`WITH st AS (SELECT stream_no FROM streams WHERE stream_id = $1),
-			lo AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at <= $2
-				ORDER BY m.recorded_at DESC, m.version DESC LIMIT 1),
-			hi AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at > $2
-				ORDER BY m.recorded_at, m.version LIMIT 1)
-			SELECT e.position FROM events e JOIN streams s ON s.stream_no = e.stream_no
-			WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM st)
-			  AND e.position >= coalesce((SELECT position FROM lo), 0)
-			  AND e.position < coalesce((SELECT position FROM hi), $3)
-			  AND e.recorded_at <= $2
-			ORDER BY e.position DESC LIMIT 1`, []any{stream, at, int64(1<<63 - 1)}},
+		"ledger_first":     {eventstore.StreamPageSQL, []any{stream, int64(0), 100}},
+		"ledger_last":      {eventstore.StreamPageSQL, []any{stream, lastAfter, 100}},
+		"balance_at_early": {eventstore.LastAtSQL, []any{stream, at, int64(math.MaxInt64)}},
 	}
 	out := map[string]string{}
 	for name, q := range queries {
