@@ -212,6 +212,7 @@ func (r *report) write() string {
 	r.p("noisy 2-core machine absolute numbers move from run to run, the ratios much less. Regenerate this")
 	r.p("file rather than editing it.")
 	r.p("")
+	r.settings()
 	r.machine()
 
 	r.p("## Read API under load (kyload, loopback)")
@@ -334,7 +335,7 @@ func (r *report) write() string {
 		}
 	}
 	if rss > 0 {
-		r.check("kyapi serve RSS under load, 150k catalog", "< 500 MB", rss, 500, false, "MB")
+		r.check(fmt.Sprintf("kyapi serve RSS under load, %s-place catalog", thousands(float64(r.places))), "< 500 MB", rss, 500, false, "MB")
 	}
 
 	r.rebuild()
@@ -558,7 +559,7 @@ func (r *report) machine() {
 	r.p("| PostgreSQL | %s (private cluster of `scripts/devdb.sh` unless DATABASE_URL was set; same machine) |", r.pgVersion)
 	r.p("| catalog | %s |", strings.TrimSpace(r.text("demo-data.txt")))
 	if s := strings.TrimSpace(r.text("serve-metered.ready_s")); s != "" {
-		r.p("| first `kyapi serve` start (projections and the 150k index caught up) | %s s |", s)
+		r.p("| first `kyapi serve` start (projections and the place index caught up) | %s s |", s)
 	}
 	r.p("")
 	r.p("Server, PostgreSQL and the load generator share these cores, so every req/s figure is a figure")
@@ -572,6 +573,29 @@ func (r *report) machine() {
 		r.p("```")
 		r.p("%s", top)
 		r.p("```")
+		r.p("")
+	}
+}
+
+// settings names the knobs of this run, and any that differ from make bench's defaults.
+func (r *report) settings() {
+	var changed []string
+	for _, k := range []struct {
+		env, got, def string
+	}{
+		{"BENCH_PLACES", strconv.Itoa(r.places), "150000"},
+		{"BENCH_SECONDS", strconv.Itoa(r.seconds), "20"},
+		{"BENCH_CONNECTIONS", strconv.Itoa(r.conns), "64"},
+		{"BENCH_ACCOUNTS", strconv.Itoa(r.accounts), "200"},
+		{"BENCH_GRANT_ACCOUNTS", strconv.Itoa(r.grantAccounts), "100000"},
+		{"BENCH_GROWTH_SIZES", r.growthSizes, "10000,100000,1000000,10000000"},
+	} {
+		if k.got != k.def {
+			changed = append(changed, fmt.Sprintf("`%s=%s` (default %s)", k.env, k.got, k.def))
+		}
+	}
+	if len(changed) > 0 {
+		r.p("**This run changed the defaults:** %s. Figures that depend on them say so.", strings.Join(changed, ", "))
 		r.p("")
 	}
 }
