@@ -283,7 +283,7 @@ func (r *report) write() string {
 	r.p("")
 	r.p("`bench/pgceiling` on the same database, 16 connections (the pool size of `kyapi serve`): INSERT")
 	r.p("transactions into a scratch table created `LIKE events INCLUDING ALL` (same identity, defaults,")
-	r.p("unique and ordering indexes), and `commands.Charger.Charge` itself — one metered place-detail")
+	r.p("unique and ordering indexes), and `commands.Meter.Charge` itself — metered place-detail requests")
 	r.p("request, one transaction, as `kyapi serve` wires it — over 64 accounts, without HTTP.")
 	r.p("")
 	r.p("| benchmark | rows (appends) / s | µs per op |")
@@ -446,16 +446,16 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 	r.p("")
 }
 
-// groupWiring says whether kyapi serve wires the group committer in this checkout.
+// groupWiring says how kyapi serve wires the meter in this checkout.
 func groupWiring() string {
-	b, err := os.ReadFile("cmd/kyapi/serve.go")
+	b, err := os.ReadFile("internal/app/app.go")
 	if err != nil {
 		return ""
 	}
-	if strings.Contains(string(b), "Group:") {
-		return "`kyapi serve` in this checkout sets `Charger.Group`: concurrent charges share one transaction and one commit (group commit)."
+	if strings.Contains(string(b), "commands.NewMeter(") {
+		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit)."
 	}
-	return "`kyapi serve` in this checkout does not set `Charger.Group`: every charge is its own transaction."
+	return ""
 }
 
 func (r *report) targetTable() {
@@ -478,8 +478,9 @@ func (r *report) targetTable() {
 var profileMarks = []struct{ re, what string }{
 	{`net/http\.\(\*conn\)\.serve$`, "all HTTP request handling"},
 	{`readapi\.\(\*Server\)\.authorized\.func1$`, "read API: auth, rate limit, handler, charge"},
-	{`commands\.Charger\.Charge$`, "metering: the charge transaction"},
-	{`commands\.Charger\.Authenticate$`, "metering: key lookup"},
+	{`commands\.\(\*Meter\)\.Charge$`, "metering: waiting for and answering a charge"},
+	{`commands\.\(\*Meter\)\.runBatch$`, "metering: committing a batch of charges"},
+	{`commands\.\(\*Meter\)\.Authenticate$`, "metering: key lookup (cached)"},
 	{`readapi\.\(\*Server\)\.loadPlace$`, "place read model lookup"},
 	{`internal/httpx\.AccessLog\.func1\.1$`, "access log wrapper (includes the handler)"},
 	{`sirupsen/logrus\.\(\*Entry\)\.Info$`, "access log line"},
@@ -498,7 +499,7 @@ func (r *report) profile() {
 	}
 	r.p("## Where the metered server's CPU goes")
 	r.p("")
-	r.p("CPU profile of `bench/metered` (the read API of `kyapi serve` with the real `commands.Charger` and")
+	r.p("CPU profile of `bench/metered` (the read API of `kyapi serve` with the real `commands.Meter` and")
 	r.p("every projection running, plus pprof on loopback) under the place-detail load, summarized from")
 	r.p("`go tool pprof -top -cum`. Shares are of the server's sampled CPU time.")
 	r.p("")

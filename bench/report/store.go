@@ -175,8 +175,8 @@ func (r *report) bytesPerRequest(md, mm *loadRun) {
 			heap, idx := t.TableBytes-o.TableBytes, t.IndexBytes-o.IndexBytes
 			r.p("Each event cost %.0f bytes in the events table (%.0f heap, %.0f in its two indexes): every row carries", float64(heap+idx)/float64(events), float64(heap)/float64(events), float64(idx)/float64(events))
 			r.p("PostgreSQL's 24-byte tuple header and 4-byte line pointer, the 32-byte SHA-256 of the chain, its position,")
-			r.p("transaction id, version, time and stream number (36 bytes), and the compact JSON payload. Dedup claims")
-			r.p("are one row per resource paid (a list of 20 pays 20), each with a B-tree entry.")
+			r.p("transaction id, version, time and stream number (36 bytes), the type name, the compact JSON payload and")
+			r.p("the metadata. Dedup claims are one row per resource paid (a list of 20 pays 20), each with a B-tree entry.")
 			r.p("")
 		}
 	}
@@ -251,6 +251,25 @@ func (r *report) grant() {
 		}
 		r.targets = append(r.targets, t)
 	}
+}
+
+var (
+	buffersRe   = regexp.MustCompile(`Buffers: shared(?: hit=(\d+))?(?: read=(\d+))?`)
+	executionRe = regexp.MustCompile(`Execution Time: ([\d.]+) ms`)
+)
+
+// planCost reads the buffers of a plan's top node and its execution time from EXPLAIN
+// (ANALYZE, BUFFERS) output.
+func planCost(plan string) (buffers int, ms float64, ok bool) {
+	b := buffersRe.FindStringSubmatch(plan)
+	e := executionRe.FindStringSubmatch(plan)
+	if b == nil || e == nil {
+		return 0, 0, false
+	}
+	hit, _ := strconv.Atoi(b[1])
+	read, _ := strconv.Atoi(b[2])
+	ms, _ = strconv.ParseFloat(e[1], 64)
+	return hit + read, ms, true
 }
 
 var auditedRe = regexp.MustCompile(`audited (\d+) accounts`)
@@ -387,6 +406,17 @@ func (r *report) growth() {
 		r.p("account row and its keys; the ledger's first page is the same query as its last.")
 		r.p("")
 		for _, k := range missed {
+			b0, t0, ok0 := planCost(first.Explain[k])
+			b1, t1, ok1 := planCost(last.Explain[k])
+			if ok0 && ok1 {
+				verdict := "the query itself grows with the history"
+				if b1 <= 2*b0 && t1 < 2 {
+					verdict = "the query is bounded; what grew is the time around it (HTTP, and a machine shared with other work: see Machine)"
+				}
+				r.p("**%s**: the plan reads %d buffers at %s events and %d at %s, executing in %.2f ms and %.2f ms: %s.",
+					k, b0, thousands(float64(first.Events)), b1, at, t0, t1, verdict)
+				r.p("")
+			}
 			for _, s := range []growthStep{first, last} {
 				if plan, ok := s.Explain[k]; ok {
 					r.p("%s at %s events:", k, thousands(float64(s.Events)))
