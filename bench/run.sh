@@ -8,10 +8,16 @@
 #   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load
 #   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
 #   7. kyapi rebuild (events/s), 8. digest, verify and audit of a 1,000,000-event store,
-#   9. the embedded index benchmarks on 150,000 places, 10. bench/report writes docs/benchmarks.md
+#   9. the embedded index benchmarks on 150,000 places
+#  10. a bonus grant to 100,000 accounts while paid load runs (bench/storebench, kyload -grant-at)
+#  11. the growth benchmark: one account's history at 10k … 10M events (bench/storebench growth)
+#  12. bench/report writes docs/benchmarks.md
+# The metered runs (3) are bracketed by database size snapshots (bench/storebench size), for the
+# bytes a metered request costs.
 #
 # Environment: DATABASE_URL (else the private cluster of scripts/devdb.sh), BENCH_PLACES
 # (150000), BENCH_SECONDS per load run (20), BENCH_CONNECTIONS (64), BENCH_ACCOUNTS (200),
+# BENCH_GRANT_ACCOUNTS (100000), BENCH_GROWTH_SIZES (10000,100000,1000000,10000000),
 # BENCH_OUT (raw results; a new temporary directory by default), BENCH_DOC (docs/benchmarks.md).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +27,8 @@ places=${BENCH_PLACES:-150000}
 secs=${BENCH_SECONDS:-20}
 conns=${BENCH_CONNECTIONS:-64}
 naccounts=${BENCH_ACCOUNTS:-200}
+grant_accounts=${BENCH_GRANT_ACCOUNTS:-100000}
+growth_sizes=${BENCH_GROWTH_SIZES:-10000,100000,1000000,10000000}
 mix=${BENCH_MIX:-detail=70,list=10,search=10,menu=10}
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kyapi-bench.XXXXXX")}
 doc=${BENCH_DOC:-docs/benchmarks.md}
@@ -80,6 +88,7 @@ go build -o "$out/bin/kyload" ./cmd/kyload
 go build -o "$out/bin/unmetered" ./bench/unmetered
 go build -o "$out/bin/metered" ./bench/metered
 go build -o "$out/bin/report" ./bench/report
+go build -o "$out/bin/storebench" ./bench/storebench
 
 log "database kyapi_bench and a $places-place catalog"
 psql "$base_url" -qc "DROP DATABASE IF EXISTS kyapi_bench WITH (FORCE)"
@@ -97,8 +106,11 @@ psql "$db_url" -AtF $'\t' -c "SELECT place_id, has_menu, coalesce(latitude::text
   -write-keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix "$mix" -label warmup >/dev/null
 # What else runs on this shared machine, sampled mid-run; the report shows it.
 (sleep $((secs / 2)); top -b -n 2 -d 2 -o %CPU -w 140 | awk '/^top -/{n++} n==2' | head -22 >"$out/neighbours.txt") &
+# Database growth over both metered runs: sizes after a CHECKPOINT, projections caught up.
+"$out/bin/storebench" size -label before-metered -out "$out/size-before.json"
 load metered-detail detail=100 -db "$db_url"
 load metered-mix "$mix" -db "$db_url"
+"$out/bin/storebench" size -label after-metered -out "$out/size-after.json"
 stop_server
 
 log "unmetered baseline: bench/unmetered on the same database and index"
@@ -139,7 +151,24 @@ DATABASE_URL=$base_url go test -run '^$' -bench 'BenchmarkDigest1M' -benchtime 1
 log "embedded index on 150,000 places"
 go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x -count 1 ./projections/placeindex/bleveindex/ | tee "$out/bleve.txt"
 
+log "bonus grant to $grant_accounts accounts under paid load"
+"$out/bin/storebench" accounts -n "$grant_accounts" | tee "$out/grant-accounts.txt"
+start_server serve-grant "$out/bin/kyapi" serve
+"$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix detail=100 -label warmup >/dev/null
+load grant-plain detail=100
+outage=bench-grant-$$
+load grant-during detail=100 -admin-url "$admin_url" -admin-token "$ADMIN_TOKEN" -grant-at "$((secs / 4 + 1))s" -grant-outage "$outage"
+"$out/bin/storebench" grant-check -outage "$outage" -out "$out/grant-check.json"
+
+log "growth: one account's history at $growth_sizes events"
+load growth-before detail=100
+"$out/bin/storebench" growth -sizes "$growth_sizes" -admin-url "$admin_url" -kyapi "$out/bin/kyapi" -out "$out/growth.json" \
+  | tee "$out/growth.txt" || echo "bench: growth benchmark failed" | tee -a "$out/growth.txt"
+load growth-after detail=100
+stop_server
+
 log "writing $doc"
 "$out/bin/report" -dir "$out" -out "$doc" -places "$places" -seconds "$secs" -connections "$conns" -accounts "$naccounts" -mix "$mix" \
+  -grant-accounts "$grant_accounts" -growth-sizes "$growth_sizes" \
   -pg-version "$(psql "$db_url" -Atc 'SHOW server_version')"
 echo "raw results in $out"

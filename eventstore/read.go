@@ -24,36 +24,47 @@ func ReadStream(ctx context.Context, q Querier, streamID string, after int64) ([
 	return scanEvents(rows)
 }
 
+// StreamPageSQL is ReadStreamPage's statement: $1 the stream id, $2 the position after which
+// the page starts, $3 the page size. Exported so that a benchmark can EXPLAIN what is served.
+const StreamPageSQL = `SELECT ` + eventColumns + fromEvents + `
+		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM streams WHERE stream_id = $1) AND e.position > $2
+		ORDER BY e.position LIMIT $3`
+
 // ReadStreamPage returns up to limit events of one stream whose position is after the given
 // one, in order. Within a stream, position order is version order, and the stream index holds
 // (stream, position): any page costs one index descent, the first and the last alike.
 func ReadStreamPage(ctx context.Context, q Querier, streamID string, afterPosition int64, limit int) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
-		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM streams WHERE stream_id = $1) AND e.position > $2
-		ORDER BY e.position LIMIT $3`, streamID, afterPosition, limit)
+	rows, err := q.Query(ctx, StreamPageSQL, streamID, afterPosition, limit)
 	if err != nil {
 		return nil, err
 	}
 	return scanEvents(rows)
 }
 
-// LastAt returns the newest event of a stream recorded at or before at; ok is false when the
-// stream has none. Within a stream recorded_at never decreases with version, so the events at
-// or before `at` are a prefix of the stream: stream_marks (every 256th event, by time) bound
-// the search to the events between two marks.
-func LastAt(ctx context.Context, q Querier, streamID string, at time.Time) (e Event, ok bool, err error) {
-	rows, err := q.Query(ctx, `
+// LastAtSQL is LastAt's statement: $1 the stream id, $2 the instant, $3 math.MaxInt64.
+// Exported so that a benchmark can EXPLAIN what is served.
+const LastAtSQL = `
 		WITH st AS (SELECT stream_no FROM streams WHERE stream_id = $1),
-		lo AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at <= $2
+		lo AS (SELECT m.position FROM stream_marks m WHERE m.stream_no = (SELECT stream_no FROM st) AND m.recorded_at <= $2
 			ORDER BY m.recorded_at DESC, m.version DESC LIMIT 1),
-		hi AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at > $2
+		hi AS (SELECT m.position FROM stream_marks m WHERE m.stream_no = (SELECT stream_no FROM st) AND m.recorded_at > $2
 			ORDER BY m.recorded_at, m.version LIMIT 1)
-		SELECT `+eventColumns+fromEvents+`
+		SELECT ` + eventColumns + fromEvents + `
 		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM st)
 		  AND e.position >= coalesce((SELECT position FROM lo), 0)
 		  AND e.position < coalesce((SELECT position FROM hi), $3)
 		  AND e.recorded_at <= $2
-		ORDER BY e.position DESC LIMIT 1`, streamID, at, int64(math.MaxInt64))
+		ORDER BY e.position DESC LIMIT 1`
+
+// LastAt returns the newest event of a stream recorded at or before at; ok is false when the
+// stream has none. Within a stream recorded_at never decreases with version, so the events at
+// or before `at` are a prefix of the stream: stream_marks (every 256th event, by time) bound
+// the search to the events between two marks. The stream's number is a parameter of the marks
+// lookups (not a join), so each is one descent of stream_marks_time in its order: joined, the
+// planner fetched every mark on the far side of `at` and sorted them, which grows with the
+// stream (docs/benchmarks.md, growth).
+func LastAt(ctx context.Context, q Querier, streamID string, at time.Time) (e Event, ok bool, err error) {
+	rows, err := q.Query(ctx, LastAtSQL, streamID, at, int64(math.MaxInt64))
 	if err != nil {
 		return e, false, err
 	}

@@ -74,8 +74,11 @@ func main() {
 	accounts := flag.Int("accounts", 200, "accounts (keys)")
 	mix := flag.String("mix", "", "mix")
 	pgVersion := flag.String("pg-version", "", "PostgreSQL server version")
+	grantAccounts := flag.Int("grant-accounts", 100000, "accounts opened for the bonus grant")
+	growthSizes := flag.String("growth-sizes", "", "sizes of the growth benchmark")
 	flag.Parse()
-	r := &report{dir: *dir, places: *places, seconds: *seconds, conns: *conns, accounts: *accounts, mix: *mix, pgVersion: *pgVersion}
+	r := &report{dir: *dir, places: *places, seconds: *seconds, conns: *conns, accounts: *accounts, mix: *mix, pgVersion: *pgVersion,
+		grantAccounts: *grantAccounts, growthSizes: *growthSizes}
 	doc := r.write()
 	if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -89,6 +92,8 @@ type report struct {
 	places, seconds, conns int
 	accounts               int
 	mix, pgVersion         string
+	grantAccounts          int
+	growthSizes            string
 	b                      strings.Builder
 	targets                []target
 }
@@ -207,6 +212,7 @@ func (r *report) write() string {
 	r.p("noisy 2-core machine absolute numbers move from run to run, the ratios much less. Regenerate this")
 	r.p("file rather than editing it.")
 	r.p("")
+	r.settings()
 	r.machine()
 
 	r.p("## Read API under load (kyload, loopback)")
@@ -271,11 +277,13 @@ func (r *report) write() string {
 		r.check("metered detail p99, 64 connections", "< 25 ms", md.Overall.P99ms, 25, false, "ms")
 	}
 
+	r.bytesPerRequest(md, mm)
+
 	r.p("## Appends: metering against PostgreSQL's own ceiling")
 	r.p("")
 	r.p("`bench/pgceiling` on the same database, 16 connections (the pool size of `kyapi serve`): INSERT")
 	r.p("transactions into a scratch table created `LIKE events INCLUDING ALL` (same identity, defaults,")
-	r.p("unique and ordering indexes), and `commands.Charger.Charge` itself — one metered place-detail")
+	r.p("unique and ordering indexes), and `commands.Meter.Charge` itself — metered place-detail requests")
 	r.p("request, one transaction, as `kyapi serve` wires it — over 64 accounts, without HTTP.")
 	r.p("")
 	r.p("| benchmark | rows (appends) / s | µs per op |")
@@ -327,12 +335,14 @@ func (r *report) write() string {
 		}
 	}
 	if rss > 0 {
-		r.check("kyapi serve RSS under load, 150k catalog", "< 500 MB", rss, 500, false, "MB")
+		r.check(fmt.Sprintf("kyapi serve RSS under load, %s-place catalog", thousands(float64(r.places))), "< 500 MB", rss, 500, false, "MB")
 	}
 
 	r.rebuild()
 	r.digest()
 	r.index()
+	r.grant()
+	r.growth()
 	r.targetTable()
 	r.bounds(md, un, charge, single, batched, okC && okS && okB)
 	r.profile()
@@ -461,16 +471,16 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 	r.p("")
 }
 
-// groupWiring says whether kyapi serve wires the group committer in this checkout.
+// groupWiring says how kyapi serve wires the meter in this checkout.
 func groupWiring() string {
-	b, err := os.ReadFile("cmd/kyapi/serve.go")
+	b, err := os.ReadFile("internal/app/app.go")
 	if err != nil {
 		return ""
 	}
-	if strings.Contains(string(b), "Group:") {
-		return "`kyapi serve` in this checkout sets `Charger.Group`: concurrent charges share one transaction and one commit (group commit)."
+	if strings.Contains(string(b), "commands.NewMeter(") {
+		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit)."
 	}
-	return "`kyapi serve` in this checkout does not set `Charger.Group`: every charge is its own transaction."
+	return ""
 }
 
 func (r *report) targetTable() {
@@ -493,8 +503,9 @@ func (r *report) targetTable() {
 var profileMarks = []struct{ re, what string }{
 	{`net/http\.\(\*conn\)\.serve$`, "all HTTP request handling"},
 	{`readapi\.\(\*Server\)\.authorized\.func1$`, "read API: auth, rate limit, handler, charge"},
-	{`commands\.Charger\.Charge$`, "metering: the charge transaction"},
-	{`commands\.Charger\.Authenticate$`, "metering: key lookup"},
+	{`commands\.\(\*Meter\)\.Charge$`, "metering: waiting for and answering a charge"},
+	{`commands\.\(\*Meter\)\.runBatch$`, "metering: committing a batch of charges"},
+	{`commands\.\(\*Meter\)\.Authenticate$`, "metering: key lookup (cached)"},
 	{`readapi\.\(\*Server\)\.loadPlace$`, "place read model lookup"},
 	{`internal/httpx\.AccessLog\.func1\.1$`, "access log wrapper (includes the handler)"},
 	{`sirupsen/logrus\.\(\*Entry\)\.Info$`, "access log line"},
@@ -513,7 +524,7 @@ func (r *report) profile() {
 	}
 	r.p("## Where the metered server's CPU goes")
 	r.p("")
-	r.p("CPU profile of `bench/metered` (the read API of `kyapi serve` with the real `commands.Charger` and")
+	r.p("CPU profile of `bench/metered` (the read API of `kyapi serve` with the real `commands.Meter` and")
 	r.p("every projection running, plus pprof on loopback) under the place-detail load, summarized from")
 	r.p("`go tool pprof -top -cum`. Shares are of the server's sampled CPU time.")
 	r.p("")
@@ -574,7 +585,7 @@ func (r *report) machine() {
 	r.p("| PostgreSQL | %s (private cluster of `scripts/devdb.sh` unless DATABASE_URL was set; same machine) |", r.pgVersion)
 	r.p("| catalog | %s |", strings.TrimSpace(r.text("demo-data.txt")))
 	if s := strings.TrimSpace(r.text("serve-metered.ready_s")); s != "" {
-		r.p("| first `kyapi serve` start (projections and the 150k index caught up) | %s s |", s)
+		r.p("| first `kyapi serve` start (projections and the place index caught up) | %s s |", s)
 	}
 	r.p("")
 	r.p("Server, PostgreSQL and the load generator share these cores, so every req/s figure is a figure")
@@ -588,6 +599,29 @@ func (r *report) machine() {
 		r.p("```")
 		r.p("%s", top)
 		r.p("```")
+		r.p("")
+	}
+}
+
+// settings names the knobs of this run, and any that differ from make bench's defaults.
+func (r *report) settings() {
+	var changed []string
+	for _, k := range []struct {
+		env, got, def string
+	}{
+		{"BENCH_PLACES", strconv.Itoa(r.places), "150000"},
+		{"BENCH_SECONDS", strconv.Itoa(r.seconds), "20"},
+		{"BENCH_CONNECTIONS", strconv.Itoa(r.conns), "64"},
+		{"BENCH_ACCOUNTS", strconv.Itoa(r.accounts), "200"},
+		{"BENCH_GRANT_ACCOUNTS", strconv.Itoa(r.grantAccounts), "100000"},
+		{"BENCH_GROWTH_SIZES", r.growthSizes, "10000,100000,1000000,10000000"},
+	} {
+		if k.got != k.def {
+			changed = append(changed, fmt.Sprintf("`%s=%s` (default %s)", k.env, k.got, k.def))
+		}
+	}
+	if len(changed) > 0 {
+		r.p("**This run changed the defaults:** %s. Figures that depend on them say so.", strings.Join(changed, ", "))
 		r.p("")
 	}
 }
@@ -610,6 +644,12 @@ func (r *report) reproduce() {
 	r.p("DATABASE_URL=... bin/kyapi rebuild")
 	r.p("go test -run '^$' -bench BenchmarkDigest1M -benchtime 1x ./audit/")
 	r.p("go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/")
+	r.p("go build -o bin/storebench ./bench/storebench   # database sizes, bulk accounts, grant check, growth")
+	r.p("bin/storebench size -label now                 # DATABASE_URL: the database to measure")
+	r.p("bin/storebench accounts -n 100000 && bin/kyload -keys keys.txt -admin-url http://127.0.0.1:8081 -grant-at 5s -grant-outage o1")
+	r.p("bin/storebench grant-check -outage o1")
+	r.p("bin/storebench growth -sizes 10000,100000 -admin-url http://127.0.0.1:8081 -kyapi bin/kyapi")
+	r.p("BENCH_GROWTH_SIZES=10000,100000,1000000 BENCH_GRANT_ACCOUNTS=20000 make bench   # smaller store benchmarks")
 	r.p("```")
 	r.p("")
 	r.p("Raw results of the run (kyload JSON, benchmark output, the CPU profile) are kept in the directory")

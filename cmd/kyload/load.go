@@ -24,7 +24,9 @@ var listTowns = []string{"louisville", "lexington", "bowling-green", "owensboro"
 // workerStats is what one worker saw; merged after the run, so the hot path shares nothing.
 type workerStats struct {
 	lat    map[op][]time.Duration
+	starts map[op][]time.Time // when each request of lat was sent
 	status map[op]map[string]int
+	codes  map[op][]string // each request's status, for the grant window
 }
 
 func drive(ctx context.Context, c *http.Client, o options, mix []weighted, keys []string, places placeSet) (*summary, error) {
@@ -32,19 +34,42 @@ func drive(ctx context.Context, c *http.Client, o options, mix []weighted, keys 
 	for _, w := range mix {
 		total += w.weight
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.duration)
+	var grant *grantRun
+	var cancel context.CancelFunc
+	start := time.Now()
+	if o.grantAt > 0 {
+		// With a grant the run lasts at least until the grant is done (at most 15 minutes), so
+		// that the whole grant is measured under load.
+		ctx, cancel = context.WithCancel(ctx)
+		grant = &grantRun{OutageID: o.grantOutage, finishedOnce: make(chan struct{})}
+		go runGrant(ctx, c, o, start, grant)
+		go func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(o.duration):
+			}
+			select {
+			case <-grant.finishedOnce:
+				time.Sleep(time.Second)
+			case <-time.After(15 * time.Minute):
+			}
+			cancel()
+		}()
+	} else {
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
+	}
 	defer cancel()
 
 	samplers := startSamplers(ctx, o)
 	var sent atomic.Int64
 	stats := make([]workerStats, o.connections)
-	start := time.Now()
 	cpu0, _ := readCPU(os.Getpid())
 	busy0, all0 := machineTicks()
 	var wg sync.WaitGroup
 	for w := range o.connections {
 		wg.Go(func() {
-			st := workerStats{lat: map[op][]time.Duration{}, status: map[op]map[string]int{}}
+			st := workerStats{lat: map[op][]time.Duration{}, starts: map[op][]time.Time{}, status: map[op]map[string]int{}, codes: map[op][]string{}}
 			r := rand.New(rand.NewPCG(uint64(w), uint64(start.UnixNano())))
 			for ctx.Err() == nil && sent.Add(1) <= int64(o.maxRequests) {
 				kind := pick(r, mix, total)
@@ -56,6 +81,10 @@ func drive(ctx context.Context, c *http.Client, o options, mix []weighted, keys 
 					break // the run ended mid-request; neither a result nor an error
 				}
 				st.lat[kind] = append(st.lat[kind], time.Since(t0))
+				if grant != nil {
+					st.starts[kind] = append(st.starts[kind], t0)
+					st.codes[kind] = append(st.codes[kind], code)
+				}
 				if st.status[kind] == nil {
 					st.status[kind] = map[string]int{}
 				}
@@ -76,7 +105,35 @@ func drive(ctx context.Context, c *http.Client, o options, mix []weighted, keys 
 		s.MachineBusyPercent = float64(busy1-busy0) / float64(all1-all0) * 100
 	}
 	samplers.finish(s)
+	if grant != nil {
+		s.Grant = grant
+		from, to := grant.window()
+		if !from.IsZero() {
+			if to.IsZero() {
+				to = start.Add(elapsed)
+			}
+			d := during(stats, from, to)
+			s.DuringGrant = &d
+		}
+	}
 	return s, nil
+}
+
+// during summarizes the requests sent between from and to.
+func during(stats []workerStats, from, to time.Time) latencies {
+	var lat []time.Duration
+	status := map[string]int{}
+	for _, st := range stats {
+		for kind, starts := range st.starts {
+			for i, t := range starts {
+				if !t.Before(from) && t.Before(to) {
+					lat = append(lat, st.lat[kind][i])
+					status[st.codes[kind][i]]++
+				}
+			}
+		}
+	}
+	return percentiles(lat, status, to.Sub(from))
 }
 
 func pick(r *rand.Rand, mix []weighted, total int) op {
@@ -303,6 +360,8 @@ type summary struct {
 	ProjectionMaxLagMs   float64              `json:"projection_max_lag_ms"`
 	ProjectionLagSamples int                  `json:"projection_lag_samples"`
 	ProjectionLagError   string               `json:"projection_lag_error,omitempty"`
+	Grant                *grantRun            `json:"grant,omitempty"`
+	DuringGrant          *latencies           `json:"during_grant,omitempty"` // requests sent while the grant ran
 }
 
 func summarize(o options, stats []workerStats, elapsed time.Duration) *summary {
@@ -364,6 +423,13 @@ func (s *summary) print(w io.Writer) {
 	}
 	if s.ProjectionLagSamples > 0 {
 		fmt.Fprintf(w, "  balances projection max lag %.0f ms (%d samples)\n", s.ProjectionMaxLagMs, s.ProjectionLagSamples)
+	}
+	if g := s.Grant; g != nil {
+		fmt.Fprintf(w, "  grant %s: asked at %.1fs (POST %d in %.0f ms), %s at %.1fs, %d accounts, %.1fs on the server %s\n",
+			g.OutageID, g.AtS, g.PostStatus, g.PostMs, g.State, g.DoneS, g.Accounts, g.ServerS, g.Error)
+		if d := s.DuringGrant; d != nil {
+			line("in grant", *d)
+		}
 	}
 	if s.ProjectionLagError != "" {
 		fmt.Fprintf(w, "  projection lag sampling failed: %s\n", s.ProjectionLagError)

@@ -40,6 +40,10 @@ type options struct {
 	jsonOut     string
 	label       string
 	writeKeys   string
+
+	grantAt      time.Duration
+	grantOutage  string
+	grantCredits int
 }
 
 func main() {
@@ -59,7 +63,13 @@ func main() {
 	flag.StringVar(&o.db, "db", "", "DATABASE_URL: sample the balances projection lag during the run")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the summary as JSON to this file (- for stdout)")
 	flag.StringVar(&o.label, "label", "", "name of this run in the summary")
+	flag.DurationVar(&o.grantAt, "grant-at", 0, "with -admin-url: POST a bonus grant this long into the run, and summarize the requests sent while it runs")
+	flag.StringVar(&o.grantOutage, "grant-outage", "", "outage_id of the grant (default: one made up for the run)")
+	flag.IntVar(&o.grantCredits, "grant-credits", 10, "credits the grant gives each account")
 	flag.Parse()
+	if o.grantAt > 0 && o.grantOutage == "" {
+		o.grantOutage = fmt.Sprintf("kyload-%d", time.Now().UnixNano())
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "kyload:", err)
 		os.Exit(1)
@@ -80,6 +90,9 @@ func run(o options) error {
 		if err := requireLoopback(u); err != nil {
 			return err
 		}
+	}
+	if o.grantAt > 0 && (o.adminURL == "" || o.grantAt >= o.duration) {
+		return fmt.Errorf("-grant-at needs -admin-url and must fall within -duration")
 	}
 	mix, err := parseMix(o.mix)
 	if err != nil {

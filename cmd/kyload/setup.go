@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -170,26 +169,8 @@ func createAccount(ctx context.Context, c *http.Client, o options, tag string) (
 }
 
 func adminPost(ctx context.Context, c *http.Client, o options, path string, body, out any) error {
-	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(o.adminURL, "/")+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+o.adminToken)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		return json.Unmarshal(data, out)
-	}
-	return nil
+	_, err := adminCall(ctx, c, o, http.MethodPost, path, body, out)
+	return err
 }
 
 // place is a target of detail and menu requests; its location centres geo searches.
