@@ -17,8 +17,10 @@ import (
 
 	"github.com/kyapi/kyapi/adminapi"
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/console"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/internal/metrics"
 	"github.com/kyapi/kyapi/migrations"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
@@ -80,6 +82,8 @@ type Options struct {
 	// Meter, when set, replaces the production meter. Only bench/unmetered sets it, to
 	// measure the same handlers without metering; `kyapi serve` cannot.
 	Meter func(*eventstore.Store) readapi.Meter
+	// Listening, when set, hears each API's bound address (tests listen on port 0).
+	Listening func(api, addr string)
 }
 
 // maintenanceEvery is how often a serving process creates the event partitions ahead and
@@ -95,6 +99,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	defer pool.Close()
 	store := eventstore.New(pool)
 	clock := time.Now
+	startedAt := clock()
 
 	var ps []projections.Projection
 	if opts.Projections {
@@ -127,10 +132,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	}
 	defer runner.Close()
 	go maintain(ctx, store, clock, log)
+	mets := metrics.New(metrics.Source{Pool: pool, Projections: ps})
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {
-		meter = commands.NewMeter(store, clock, commands.MeterOptions{})
+		meter = commands.NewMeter(store, clock, commands.MeterOptions{BeforeBatch: mets.BatchSize})
 		defer meter.Close()
 		go meter.Keys().Listen(ctx, func(err error) {
 			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
@@ -162,6 +168,12 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		srv := NewHTTPServer(h)
 		servers = append(servers, srv)
 		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
+		if name == "admin" {
+			log.WithField("url", "http://"+ln.Addr().String()+"/console/").Info("console")
+		}
+		if opts.Listening != nil {
+			opts.Listening(name, ln.Addr().String())
+		}
 		go func() {
 			var err error
 			if tls {
@@ -181,7 +193,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			m = opts.Meter(store)
 		}
 		read := &readapi.Server{
-			Meter:              m,
+			Meter:              mets.Meter(m),
 			Pool:               pool,
 			Index:              index,
 			Clock:              clock,
@@ -189,7 +201,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			RateLimitPerMinute: cfg.RateLimit,
 			Log:                log,
 		}
-		if err := listen("read", cfg.ReadAddr, read.Handler(), cfg.TLSCertFile != ""); err != nil {
+		if err := listen("read", cfg.ReadAddr, mets.Observe("read", read.Handler()), cfg.TLSCertFile != ""); err != nil {
 			return err
 		}
 	}
@@ -197,15 +209,18 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if cfg.AdminToken == "" {
 			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
 		}
+		imports, views := commands.ImportCatalog{Store: store, Clock: clock}, commands.Views{Pool: pool}
 		admin := &adminapi.Server{
 			Accounts: accounts,
-			Import:   commands.ImportCatalog{Store: store, Clock: clock},
-			Views:    commands.Views{Pool: pool},
+			Import:   imports,
+			Views:    views,
 			Token:    cfg.AdminToken,
 			Log:      log,
 			Clock:    clock,
 		}
-		if err := listen("admin", cfg.AdminAddr, admin.Handler(), false); err != nil {
+		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
+			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
+		if err := listen("admin", cfg.AdminAddr, adminListener(admin.Handler(), con.Handler(), mets), false); err != nil {
 			return err
 		}
 	}
