@@ -100,7 +100,7 @@ func (p *page) eval(script string) bool {
 
 func (p *page) shot(name string) {
 	p.t.Helper()
-	png := get(p, chromedp.FullScreenshot(90))
+	png := get(p, chromedp.FullScreenshot(100))
 	if err := os.WriteFile(filepath.Join(p.dir, name+".png"), png, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
