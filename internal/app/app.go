@@ -158,6 +158,26 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}()
 	}
 
+	// The admin listener's handlers (the console parses its templates) are built before any
+	// listener opens.
+	var adminHandler http.Handler
+	if opts.Admin {
+		if cfg.AdminToken == "" {
+			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
+		}
+		imports, views := commands.ImportCatalog{Store: store, Clock: clock}, commands.Views{Pool: pool}
+		admin := &adminapi.Server{
+			Accounts: accounts,
+			Import:   imports,
+			Views:    views,
+			Token:    cfg.AdminToken,
+			Log:      log,
+			Clock:    clock,
+		}
+		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
+			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
+		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
+	}
 	var servers []*http.Server
 	errc := make(chan error, 2)
 	listen := func(name, addr string, h http.Handler, tls bool) error {
@@ -187,6 +207,13 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}()
 		return nil
 	}
+	// The admin listener opens first: callers wait for the read API's /healthz, and then find
+	// the admin address listening too.
+	if opts.Admin {
+		if err := listen("admin", cfg.AdminAddr, adminHandler, false); err != nil {
+			return err
+		}
+	}
 	if opts.Read {
 		var m readapi.Meter = meter
 		if opts.Meter != nil {
@@ -202,25 +229,6 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			Log:                log,
 		}
 		if err := listen("read", cfg.ReadAddr, mets.Observe("read", read.Handler()), cfg.TLSCertFile != ""); err != nil {
-			return err
-		}
-	}
-	if opts.Admin {
-		if cfg.AdminToken == "" {
-			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
-		}
-		imports, views := commands.ImportCatalog{Store: store, Clock: clock}, commands.Views{Pool: pool}
-		admin := &adminapi.Server{
-			Accounts: accounts,
-			Import:   imports,
-			Views:    views,
-			Token:    cfg.AdminToken,
-			Log:      log,
-			Clock:    clock,
-		}
-		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
-			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
-		if err := listen("admin", cfg.AdminAddr, adminListener(admin.Handler(), con.Handler(), mets), false); err != nil {
 			return err
 		}
 	}
