@@ -21,7 +21,7 @@ run: build
 	@set -e; export DATABASE_URL=$(DB_URL); \
 	$(BIN) migrate; \
 	$(BIN) demo-data; \
-	echo "Admin API on 127.0.0.1:8081 (token: $$ADMIN_TOKEN). Ctrl-C stops the service."; \
+	echo "Admin API on 127.0.0.1:8081 (token: $$ADMIN_TOKEN). Console: http://127.0.0.1:8081/console/ (sign in with the token). Metrics: http://127.0.0.1:8081/metrics. Ctrl-C stops the service."; \
 	exec $(BIN) serve
 
 test: vet

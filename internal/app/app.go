@@ -20,8 +20,10 @@ import (
 	"github.com/kyapi/kyapi/adminapi"
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/console"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/internal/metrics"
 	"github.com/kyapi/kyapi/migrations"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
@@ -83,6 +85,8 @@ type Options struct {
 	// Meter, when set, replaces the production meter. Only bench/unmetered sets it, to
 	// measure the same handlers without metering; `kyapi serve` cannot.
 	Meter func(*eventstore.Store) readapi.Meter
+	// Listening, when set, hears each API's bound address (tests listen on port 0).
+	Listening func(api, addr string)
 }
 
 // maintenanceEvery is how often a serving process creates the event partitions ahead and
@@ -98,6 +102,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	defer pool.Close()
 	store := eventstore.New(pool)
 	clock := time.Now
+	startedAt := clock()
 
 	var ps []projections.Projection
 	if opts.Projections {
@@ -137,10 +142,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}
 		go digestHourly(ctx, pool, key, clock, log)
 	}
+	mets := metrics.New(metrics.Source{Pool: pool, Projections: ps})
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {
-		meter = commands.NewMeter(store, clock, commands.MeterOptions{})
+		meter = commands.NewMeter(store, clock, commands.MeterOptions{BeforeBatch: mets.BatchSize})
 		defer meter.Close()
 		go meter.Keys().Listen(ctx, func(err error) {
 			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
@@ -162,6 +168,29 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}()
 	}
 
+	// The admin listener's handlers (the console parses its templates) are built before any
+	// listener opens.
+	var adminHandler http.Handler
+	if opts.Admin {
+		if cfg.AdminToken == "" {
+			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
+		}
+		imports, views := commands.ImportCatalog{Store: store, Clock: clock}, commands.Views{Pool: pool}
+		admin := &adminapi.Server{
+			Accounts: accounts,
+			Import:   imports,
+			Views:    views,
+			LatestDigest: func(ctx context.Context) (json.RawMessage, error) {
+				return audit.LatestDigest(ctx, pool)
+			},
+			Token: cfg.AdminToken,
+			Log:   log,
+			Clock: clock,
+		}
+		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
+			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
+		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
+	}
 	var servers []*http.Server
 	errc := make(chan error, 2)
 	listen := func(name, addr string, h http.Handler, tls bool) error {
@@ -172,6 +201,12 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		srv := NewHTTPServer(h)
 		servers = append(servers, srv)
 		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
+		if name == "admin" {
+			log.WithField("url", "http://"+ln.Addr().String()+"/console/").Info("console")
+		}
+		if opts.Listening != nil {
+			opts.Listening(name, ln.Addr().String())
+		}
 		go func() {
 			var err error
 			if tls {
@@ -185,13 +220,20 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}()
 		return nil
 	}
+	// The admin listener opens first: callers wait for the read API's /healthz, and then find
+	// the admin address listening too.
+	if opts.Admin {
+		if err := listen("admin", cfg.AdminAddr, adminHandler, false); err != nil {
+			return err
+		}
+	}
 	if opts.Read {
 		var m readapi.Meter = meter
 		if opts.Meter != nil {
 			m = opts.Meter(store)
 		}
 		read := &readapi.Server{
-			Meter:              m,
+			Meter:              mets.Meter(m),
 			Pool:               pool,
 			Index:              index,
 			Clock:              clock,
@@ -199,26 +241,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			RateLimitPerMinute: cfg.RateLimit,
 			Log:                log,
 		}
-		if err := listen("read", cfg.ReadAddr, read.Handler(), cfg.TLSCertFile != ""); err != nil {
-			return err
-		}
-	}
-	if opts.Admin {
-		if cfg.AdminToken == "" {
-			log.Warn("ADMIN_TOKEN is not set: the admin API refuses every call")
-		}
-		admin := &adminapi.Server{
-			Accounts: accounts,
-			Import:   commands.ImportCatalog{Store: store, Clock: clock},
-			Views:    commands.Views{Pool: pool},
-			LatestDigest: func(ctx context.Context) (json.RawMessage, error) {
-				return audit.LatestDigest(ctx, pool)
-			},
-			Token: cfg.AdminToken,
-			Log:   log,
-			Clock: clock,
-		}
-		if err := listen("admin", cfg.AdminAddr, admin.Handler(), false); err != nil {
+		if err := listen("read", cfg.ReadAddr, mets.Observe("read", read.Handler()), cfg.TLSCertFile != ""); err != nil {
 			return err
 		}
 	}
@@ -255,6 +278,25 @@ func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Ti
 	}
 }
 
+// Header limits: past headerLimit a request gets a 431 with the error body; past
+// headerHardCap net/http refuses it itself, before any handler runs.
+const (
+	headerLimit   = 16 << 10
+	headerHardCap = 64 << 10
+)
+
+// NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection.
+func NewHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           httpx.LimitHeaders(headerLimit)(h),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    headerHardCap,
+	}
+}
+
 // digestEvery is how often a serving process with a signing key saves a digest of the store;
 // digestCheckEvery how often it looks whether one is due (another process may have taken it).
 const (
@@ -279,24 +321,5 @@ func digestHourly(ctx context.Context, pool *pgxpool.Pool, key ed25519.PrivateKe
 			return
 		case <-t.C:
 		}
-	}
-}
-
-// Header limits: past headerLimit a request gets a 431 with the error body; past
-// headerHardCap net/http refuses it itself, before any handler runs.
-const (
-	headerLimit   = 16 << 10
-	headerHardCap = 64 << 10
-)
-
-// NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection.
-func NewHTTPServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler:           httpx.LimitHeaders(headerLimit)(h),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    headerHardCap,
 	}
 }

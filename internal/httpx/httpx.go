@@ -228,12 +228,7 @@ func AccessLog(logger *logrus.Logger) func(http.Handler) http.Handler {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w}
 			next.ServeHTTP(rec, r)
-			route := "unmatched"
-			if cr := mux.CurrentRoute(r); cr != nil {
-				if tpl, err := cr.GetPathTemplate(); err == nil {
-					route = tpl
-				}
-			}
+			route := routeTemplate(r)
 			fields := logrus.Fields{
 				"route":       route,
 				"method":      r.Method,

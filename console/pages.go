@@ -1,0 +1,438 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/projections"
+)
+
+// signInForm shows the sign-in form with a fresh sign-in CSRF token, kept in a short cookie.
+func (s *Server) signInForm(w http.ResponseWriter, r *http.Request) {
+	if s.sessions.find(r, s.now()) != nil {
+		http.Redirect(w, r, "/console/accounts", http.StatusSeeOther)
+		return
+	}
+	token := randomToken()
+	http.SetCookie(w, cookie(r, signInCookie, token, 15*time.Minute))
+	s.render(w, r, nil, result{page: "signin", title: "Sign in", data: token}, nil)
+}
+
+// signIn compares the form's token with ADMIN_TOKEN in constant time. A wrong token gets the
+// form again with an error; the token is never echoed or logged.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	again := func(status int, msg string) {
+		token := randomToken()
+		http.SetCookie(w, cookie(r, signInCookie, token, 15*time.Minute))
+		s.render(w, r, nil, result{status: status, page: "signin", title: "Sign in", data: token}, errors.New(msg))
+	}
+	if err := parseForm(r); err != nil {
+		again(http.StatusBadRequest, err.Error())
+		return
+	}
+	pre, err := r.Cookie(signInCookie)
+	if err != nil || !sameSecret(pre.Value, r.PostFormValue("csrf")) {
+		again(http.StatusForbidden, "The sign-in form had expired. Enter the token again.")
+		return
+	}
+	if s.Token == "" || !sameSecret(r.PostFormValue("token"), s.Token) {
+		s.logger().WithField("request_id", httpx.RequestIDFrom(r.Context())).Warn("console sign-in refused: wrong admin token")
+		again(http.StatusUnauthorized, "That is not the admin token.")
+		return
+	}
+	sess := s.sessions.create(s.now(), s.ttl())
+	http.SetCookie(w, cookie(r, signInCookie, "", 0))
+	http.SetCookie(w, cookie(r, sessionCookie, sess.id, s.ttl()))
+	http.Redirect(w, r, "/console/accounts", http.StatusSeeOther)
+}
+
+func (s *Server) signOut(r *http.Request, sess *session) (result, error) {
+	s.sessions.end(sess)
+	return result{redirect: "/console/sign-in"}, nil
+}
+
+// searchLimit bounds one page of search results.
+const searchLimit = 50
+
+type accountsData struct {
+	Query   string
+	Results []commands.AccountSummary
+}
+
+func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
+	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	res := result{page: "accounts", title: "Accounts", data: accountsData{Query: q}}
+	if len(q) > 200 {
+		res.status = http.StatusBadRequest
+		return res, errors.New("the search is at most 200 characters")
+	}
+	found, err := s.Views.SearchAccounts(r.Context(), q, s.now(), searchLimit)
+	res.data = accountsData{Query: q, Results: found}
+	return res, err
+}
+
+// ledgerPage is the number of ledger entries on a page.
+const ledgerPage = 20
+
+type accountData struct {
+	Account     commands.AccountView
+	HasActive   bool
+	Ledger      []commands.LedgerEntry
+	After       int64
+	NextAfter   int64
+	SpendChart  chart
+	BalChart    chart
+	ChartFrom   time.Time
+	ChartTo     time.Time
+	DollarsForm string
+	PaymentRef  string
+}
+
+func (s *Server) accountPage(r *http.Request, _ *session) (result, error) {
+	return s.account(r, "", "")
+}
+
+// account renders an account's page; dollars and ref refill the purchase form after an error.
+func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
+	ctx := r.Context()
+	id := mux.Vars(r)["accountId"]
+	res := result{page: "account", title: "Account"}
+	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if r.URL.Query().Get("after") == "" {
+		after, err = 0, nil
+	}
+	if err != nil || after < 0 {
+		return result{status: http.StatusBadRequest}, errors.New("after must be a ledger position (a whole number)")
+	}
+	now := s.now()
+	acct, err := s.Views.Account(ctx, id, now)
+	if err != nil {
+		return result{}, err
+	}
+	d := accountData{Account: acct, After: after, DollarsForm: dollars, PaymentRef: ref}
+	res.title = acct.Name
+	for _, k := range acct.Keys {
+		if k.State == domain.KeyStateActive {
+			d.HasActive = true
+		}
+	}
+	if d.Ledger, err = s.Views.Ledger(ctx, id, after, ledgerPage); err != nil {
+		return result{}, err
+	}
+	if len(d.Ledger) == ledgerPage {
+		d.NextAfter = d.Ledger[len(d.Ledger)-1].Position
+	}
+	to := now.UTC().Truncate(24 * time.Hour)
+	from := to.AddDate(0, 0, -(chartDays - 1))
+	spend, balances, opening, err := s.Views.AccountDays(ctx, id, from, to)
+	if err != nil {
+		return result{}, err
+	}
+	d.ChartFrom, d.ChartTo = from, to
+	d.SpendChart = spendChart(from, spend)
+	d.BalChart = balanceChart(from, opening, balances)
+	res.data = d
+	return res, nil
+}
+
+// issueKey issues a key (a rotation when one is active) and sends the operator to the page
+// that shows it once.
+func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
+	id := mux.Vars(r)["accountId"]
+	key, err := s.Accounts.IssueKey(r.Context(), id, meta(r))
+	if err != nil {
+		return result{}, err
+	}
+	s.sessions.remember(sess, key.KeyID, key.APIKey)
+	return result{redirect: "/console/accounts/" + url.PathEscape(id) + "/keys/" + url.PathEscape(key.KeyID) + "/issued"}, nil
+}
+
+type issuedData struct {
+	AccountID string
+	KeyID     string
+	Key       string
+	Shown     bool
+}
+
+// issuedKeyPage shows a just-issued key, once: a second visit says it cannot be shown again.
+func (s *Server) issuedKeyPage(r *http.Request, sess *session) (result, error) {
+	vars := mux.Vars(r)
+	key, ok := s.sessions.takeIssued(sess, vars["keyId"])
+	d := issuedData{AccountID: vars["accountId"], KeyID: vars["keyId"], Key: key, Shown: ok}
+	return result{page: "issued", title: "Key issued", data: d}, nil
+}
+
+type revokeData struct {
+	Account commands.AccountView
+	Key     commands.KeyView
+}
+
+func (s *Server) revokeConfirm(r *http.Request, _ *session) (result, error) {
+	vars := mux.Vars(r)
+	acct, err := s.Views.Account(r.Context(), vars["accountId"], s.now())
+	if err != nil {
+		return result{}, err
+	}
+	for _, k := range acct.Keys {
+		if k.KeyID == vars["keyId"] {
+			return result{page: "revoke", title: "Revoke key", data: revokeData{Account: acct, Key: k}}, nil
+		}
+	}
+	return result{}, domain.ErrKeyNotFound
+}
+
+func (s *Server) revokeKey(r *http.Request, _ *session) (result, error) {
+	vars := mux.Vars(r)
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if err := s.Accounts.RevokeKey(r.Context(), vars["accountId"], vars["keyId"], reason, meta(r)); err != nil {
+		return result{}, err
+	}
+	return result{redirect: "/console/accounts/" + url.PathEscape(vars["accountId"])}, nil
+}
+
+// dollarsPattern is an amount in dollars with at most two decimals: "25", "25.5", "25.50".
+var dollarsPattern = regexp.MustCompile(`^[0-9]{1,9}(\.[0-9]{1,2})?$`)
+
+// parseDollars turns a dollar amount into cents without floating point.
+func parseDollars(raw string) (int64, error) {
+	raw = strings.TrimPrefix(strings.TrimSpace(raw), "$")
+	if !dollarsPattern.MatchString(raw) {
+		return 0, &domain.ValidationError{Field: "amount", Message: "must be dollars with at most two decimals, such as 25 or 25.50"}
+	}
+	whole, frac, _ := strings.Cut(raw, ".")
+	for len(frac) < 2 {
+		frac += "0"
+	}
+	w, _ := strconv.ParseInt(whole, 10, 64)
+	f, _ := strconv.ParseInt(frac, 10, 64)
+	return w*100 + f, nil
+}
+
+type purchaseData struct {
+	Account    commands.AccountView
+	Dollars    string
+	Cents      int64
+	Credits    int64
+	PaymentRef string
+}
+
+// purchaseReview shows how many credits the amount buys before anything is recorded.
+func (s *Server) purchaseReview(r *http.Request, _ *session) (result, error) {
+	dollars, ref := r.PostFormValue("dollars"), strings.TrimSpace(r.PostFormValue("payment_ref"))
+	cents, err := s.purchaseInput(dollars, ref)
+	if err != nil {
+		return s.accountWithError(r, dollars, ref, err)
+	}
+	acct, err := s.Views.Account(r.Context(), mux.Vars(r)["accountId"], s.now())
+	if err != nil {
+		return result{}, err
+	}
+	return result{page: "purchase", title: "Confirm purchase", data: purchaseData{Account: acct, Dollars: formatCents(cents),
+		Cents: cents, Credits: domain.CreditsForCents(cents), PaymentRef: ref}}, nil
+}
+
+func (s *Server) purchaseInput(dollars, ref string) (int64, error) {
+	cents, err := parseDollars(dollars)
+	if err != nil {
+		return 0, err
+	}
+	if err := domain.ValidatePurchase(cents); err != nil {
+		return 0, err
+	}
+	if ref == "" {
+		return 0, &domain.ValidationError{Field: "payment_ref", Message: "is required: the payment's reference from the payment provider"}
+	}
+	return cents, nil
+}
+
+// accountWithError shows the account page again with the form's input and the error.
+func (s *Server) accountWithError(r *http.Request, dollars, ref string, cause error) (result, error) {
+	res, err := s.account(r, dollars, ref)
+	if err != nil {
+		return res, err
+	}
+	res.status = httpx.MapError(cause).Status
+	return res, errors.New(httpx.MapError(cause).Message)
+}
+
+func (s *Server) purchase(r *http.Request, _ *session) (result, error) {
+	id := mux.Vars(r)["accountId"]
+	cents, err := strconv.ParseInt(r.PostFormValue("amount_cents"), 10, 64)
+	if err != nil {
+		return result{status: http.StatusBadRequest}, errors.New("amount_cents must be a whole number of cents")
+	}
+	ref := r.PostFormValue("payment_ref")
+	if _, err := s.Accounts.Purchase(r.Context(), id, cents, ref, meta(r)); err != nil {
+		return s.accountWithError(r, formatCents(cents), ref, err)
+	}
+	return result{redirect: "/console/accounts/" + url.PathEscape(id)}, nil
+}
+
+type bonusData struct {
+	Grants   []commands.BonusGrant
+	OutageID string
+	Credits  int64
+	Reason   string
+	Reach    int
+	Result   *commands.BonusResult
+}
+
+// recentGrants is how many grants the bonus page lists.
+const recentGrants = 20
+
+func (s *Server) bonusPage(r *http.Request, _ *session) (result, error) {
+	grants, err := s.Accounts.RecentGrants(r.Context(), recentGrants)
+	return result{page: "bonus", title: "Bonus grants", data: bonusData{Grants: grants}}, err
+}
+
+// bonusReview shows how many accounts a grant would reach before it is confirmed.
+func (s *Server) bonusReview(r *http.Request, _ *session) (result, error) {
+	d, err := bonusInput(r)
+	if err == nil {
+		if _, gerr := s.Accounts.Grant(r.Context(), d.OutageID); gerr == nil {
+			err = &domain.ValidationError{Field: "outage_id", Message: "already has a grant (listed below); a grant is made once per outage"}
+		}
+	}
+	if err == nil {
+		d.Reach, err = s.Accounts.BonusReach(r.Context(), s.now())
+		return result{page: "bonus-review", title: "Confirm bonus grant", data: d}, err
+	}
+	grants, gerr := s.Accounts.RecentGrants(r.Context(), recentGrants)
+	if gerr != nil {
+		return result{}, gerr
+	}
+	d.Grants = grants
+	return result{status: http.StatusBadRequest, page: "bonus", title: "Bonus grants", data: d}, errors.New(httpx.MapError(err).Message)
+}
+
+func bonusInput(r *http.Request) (bonusData, error) {
+	d := bonusData{OutageID: strings.TrimSpace(r.PostFormValue("outage_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	credits, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue("credits")), 10, 64)
+	if err != nil || credits <= 0 || credits > commands.MaxBonusCredits {
+		return d, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be a whole number between 1 and %d", commands.MaxBonusCredits)}
+	}
+	d.Credits = credits
+	if d.OutageID == "" {
+		return d, &domain.ValidationError{Field: "outage_id", Message: "is required: name the outage, such as 2026-03-01-db"}
+	}
+	return d, nil
+}
+
+func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
+	d, err := bonusInput(r)
+	if err != nil {
+		return result{status: http.StatusBadRequest, page: "bonus", title: "Bonus grants", data: d}, errors.New(httpx.MapError(err).Message)
+	}
+	res, err := s.Accounts.GrantBonus(r.Context(), d.OutageID, d.Credits, d.Reason, meta(r))
+	if err != nil {
+		return result{}, err
+	}
+	d.Result = &res
+	if d.Grants, err = s.Accounts.RecentGrants(r.Context(), recentGrants); err != nil {
+		return result{}, err
+	}
+	return result{page: "bonus", title: "Bonus grants", data: d}, nil
+}
+
+type importData struct {
+	File   string
+	Result *commands.ImportResult
+	Line   int
+	Field  string
+}
+
+func (s *Server) importPage(r *http.Request, _ *session) (result, error) {
+	return result{page: "import", title: "Catalog import", data: importData{}}, nil
+}
+
+// importCatalog imports the uploaded NDJSON file through the same command as the admin API:
+// all of it or, at the first bad line, nothing.
+func (s *Server) importCatalog(r *http.Request, _ *session) (result, error) {
+	res := result{page: "import", title: "Catalog import"}
+	f, hdr, err := r.FormFile("file")
+	if err != nil {
+		res.status = http.StatusBadRequest
+		res.data = importData{}
+		return res, errors.New("choose an NDJSON file to import")
+	}
+	defer f.Close()
+	d := importData{File: hdr.Filename}
+	out, err := s.Import.Handle(r.Context(), f, meta(r))
+	if err != nil {
+		var lineErr *domain.ImportError
+		if errors.As(err, &lineErr) {
+			d.Line, d.Field = lineErr.Line, lineErr.Field
+		}
+		res.data = d
+		e := httpx.MapError(err)
+		if e.Status < 500 {
+			res.status = e.Status
+			return res, fmt.Errorf("nothing was imported: %s", e.Message)
+		}
+		return res, err
+	}
+	d.Result = &out
+	res.data = d
+	return res, nil
+}
+
+type systemData struct {
+	Version      string
+	StartedAt    time.Time
+	Uptime       time.Duration
+	DBReachable  bool
+	DBError      string
+	Head         eventstore.Position
+	TotalEvents  int64
+	Projections  []projections.Status
+	MaxLag       int64
+	PoolAcquired int32
+	PoolTotal    int32
+	PoolMax      int32
+}
+
+// dbProbeTimeout bounds the System page's database checks.
+const dbProbeTimeout = 3 * time.Second
+
+func (s *Server) systemPage(r *http.Request, _ *session) (result, error) {
+	d := systemData{Version: s.Version, StartedAt: s.StartedAt.UTC(), Uptime: s.now().Sub(s.StartedAt).Truncate(time.Second),
+		MaxLag: projections.MaxLagCounted}
+	ctx, cancel := context.WithTimeout(r.Context(), dbProbeTimeout)
+	defer cancel()
+	st := s.Pool.Stat()
+	d.PoolAcquired, d.PoolTotal, d.PoolMax = st.AcquiredConns(), st.TotalConns(), st.MaxConns()
+	err := s.Pool.Ping(ctx)
+	if err == nil {
+		d.Head, err = eventstore.GlobalHead(ctx, s.Pool)
+	}
+	if err == nil {
+		d.TotalEvents, err = eventstore.TotalEvents(ctx, s.Pool)
+	}
+	if err == nil {
+		d.DBReachable = true
+		d.Projections = projections.Statuses(ctx, s.Pool, s.Projections)
+	} else {
+		// The page still answers: an unreachable database is what it is there to show.
+		s.logger().WithError(err).WithFields(logrus.Fields{"request_id": httpx.RequestIDFrom(r.Context())}).Warn("console: database check failed")
+		d.DBError = "the database did not answer within " + dbProbeTimeout.String()
+	}
+	return result{page: "system", title: "System", data: d}, nil
+}
+
+// formatCents writes cents as dollars: 2550 → "25.50".
+func formatCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }

@@ -1,0 +1,112 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Cookie names. The session cookie holds only a random id; the session itself stays in this
+// process's memory, so a restart signs every operator out.
+const (
+	sessionCookie = "kyapi_console"
+	signInCookie  = "kyapi_console_signin"
+	cookiePath    = "/console/"
+)
+
+// session is one signed-in operator.
+type session struct {
+	id      string
+	csrf    string
+	expires time.Time
+	// issued holds a key just issued until its page shows it, once (keyID → full key).
+	issued map[string]string
+}
+
+// sessions is the process's table of signed-in operators.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]*session
+}
+
+func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
+
+func (ss *sessions) create(now time.Time, ttl time.Duration) *session {
+	s := &session{id: randomToken(), csrf: randomToken(), expires: now.Add(ttl), issued: map[string]string{}}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for id, old := range ss.byID { // expired sessions go when a new one comes
+		if !now.Before(old.expires) {
+			delete(ss.byID, id)
+		}
+	}
+	ss.byID[s.id] = s
+	return s
+}
+
+// find returns the live session named by the request's cookie, or nil.
+func (ss *sessions) find(r *http.Request, now time.Time) *session {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || c.Value == "" {
+		return nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.byID[c.Value]
+	if s == nil {
+		return nil
+	}
+	if !now.Before(s.expires) {
+		delete(ss.byID, s.id)
+		return nil
+	}
+	return s
+}
+
+func (ss *sessions) end(s *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.byID, s.id)
+}
+
+// remember keeps a just-issued key for its one showing.
+func (ss *sessions) remember(s *session, keyID, key string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s.issued[keyID] = key
+}
+
+// takeIssued returns a just-issued key and forgets it: it is shown once.
+func (ss *sessions) takeIssued(s *session, keyID string) (string, bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	key, ok := s.issued[keyID]
+	delete(s.issued, keyID)
+	return key, ok
+}
+
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func sameSecret(a, b string) bool {
+	return a != "" && b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// cookie is a console cookie: HttpOnly, SameSite=Strict, Secure when the request came over TLS.
+func cookie(r *http.Request, name, value string, maxAge time.Duration) *http.Cookie {
+	c := &http.Cookie{Name: name, Value: value, Path: cookiePath, HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: r.TLS != nil}
+	if maxAge > 0 {
+		c.MaxAge = int(maxAge.Seconds())
+		c.Expires = time.Now().Add(maxAge)
+	} else {
+		c.MaxAge = -1
+	}
+	return c
+}

@@ -1,0 +1,43 @@
+package app
+
+import (
+	"net/http"
+	"runtime/debug"
+
+	"github.com/kyapi/kyapi/internal/metrics"
+)
+
+// adminListener is what the admin address serves: the metrics at /metrics, the console under
+// /console/, and the admin API for everything else. Only the admin API and the console ask
+// for the admin token; /metrics does not (docs/operations.md, "Console and metrics").
+func adminListener(api, console http.Handler, m *metrics.Metrics) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.ObserveRoute("admin", "/metrics", m.Handler()))
+	mux.Handle("/console/", m.Observe("console", console))
+	mux.Handle("/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	mux.Handle("/", m.Observe("admin", api))
+	return mux
+}
+
+// Version is the module version and VCS revision this binary was built from, as Go records it.
+func Version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := info.Main.Version
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			if len(s.Value) > 12 {
+				s.Value = s.Value[:12]
+			}
+			v += " " + s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				v += " (modified)"
+			}
+		}
+	}
+	return v
+}
