@@ -23,14 +23,16 @@ const AdminToken = "test-admin-token-0123456789"
 // Service is a running service.
 type Service struct {
 	ReadURL, AdminURL string
+	DatabaseURL       string // the service's private database, for tests that wait on a projection
 }
 
 // Start runs the read API, the admin listener and the projections until the test ends.
 // rateLimit is RATE_LIMIT_PER_MINUTE.
 func Start(t *testing.T, rateLimit int) *Service {
 	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
 	cfg := app.Config{
-		DatabaseURL:      pgtest.NewDatabase(t),
+		DatabaseURL:      dbURL,
 		ReadAddr:         "127.0.0.1:0",
 		AdminAddr:        "127.0.0.1:0",
 		AdminToken:       AdminToken,
@@ -69,7 +71,7 @@ func Start(t *testing.T, rateLimit int) *Service {
 	case <-time.After(2 * time.Minute): // only so that a broken start cannot hang the suite
 		t.Fatal("serve did not start listening")
 	}
-	return &Service{ReadURL: "http://" + addrs["read"], AdminURL: "http://" + addrs["admin"]}
+	return &Service{ReadURL: "http://" + addrs["read"], AdminURL: "http://" + addrs["admin"], DatabaseURL: dbURL}
 }
 
 // Admin calls the admin API with the admin token and returns the status and body.
