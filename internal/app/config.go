@@ -20,6 +20,9 @@ type Config struct {
 	LogLevel         string
 	TLSCertFile      string
 	TLSKeyFile       string
+	// RedisURL, when set, is the Redis in which every process counts each key's requests
+	// (ratelimit.Shared); unset, each process counts its own.
+	RedisURL string
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -30,6 +33,7 @@ func LoadConfig() (Config, error) {
 		AdminAddr:        envOr("ADMIN_ADDR", "127.0.0.1:8081"),
 		AdminToken:       os.Getenv("ADMIN_TOKEN"),
 		ElasticsearchURL: os.Getenv("ELASTICSEARCH_URL"),
+		RedisURL:         os.Getenv("REDIS_URL"),
 		DataDir:          envOr("DATA_DIR", "./data"),
 		CanonicalBaseURL: strings.TrimRight(envOr("CANONICAL_BASE_URL", "http://localhost:8080"), "/"),
 		LogLevel:         envOr("LOG_LEVEL", "info"),
