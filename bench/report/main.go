@@ -271,6 +271,8 @@ func (r *report) write() string {
 		r.check("metered detail p99, 64 connections", "< 25 ms", md.Overall.P99ms, 25, false, "ms")
 	}
 
+	r.redisLimiter(md)
+
 	r.p("## Appends: metering against PostgreSQL's own ceiling")
 	r.p("")
 	r.p("`bench/pgceiling` on the same database, 16 connections (the pool size of `kyapi serve`): INSERT")
