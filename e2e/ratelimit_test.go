@@ -215,6 +215,9 @@ func TestRedisKilledMidLoadKeepsAnsweringAndSharedCountingResumesWhenItIsBack(t 
 		if n := strings.Count(out, "Redis answers again"); n != 1 {
 			t.Errorf("%s logged the recovery %d times, want once", p.cfg.Name, n)
 		}
+		if strings.Contains(out, "failed to dial") {
+			t.Errorf("%s logged the Redis client's own dial errors, not just the one outage line", p.cfg.Name)
+		}
 	}
 
 	// Shared again: an account limited to 10 gets 10 between the two processes.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sirupsen/logrus"
 )
 
@@ -47,7 +48,22 @@ func OpenShared(redisURL string, log *logrus.Logger) (*Shared, error) {
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
 	opts.PoolTimeout = redisTimeout
 	opts.MaxRetries = 1
+	opts.DialerRetries = 1 // the probe once a second is the retry
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	// go-redis writes its own lines to stderr (a failed dial, on every probe): they go to the
+	// service's log at debug level, so an outage is the one warning below, not a line a second.
+	redis.SetLogger(debugLog{log})
 	return NewShared(redis.NewClient(opts), log), nil
+}
+
+// debugLog passes go-redis's own log lines to logrus at debug level.
+type debugLog struct{ log *logrus.Logger }
+
+func (d debugLog) Printf(_ context.Context, format string, v ...any) {
+	d.log.WithField("component", "go-redis").Debugf(format, v...)
 }
 
 // NewShared counts in the Redis that client reaches, and in the process while it is down.
