@@ -56,6 +56,7 @@ func (s *Server) Handler() http.Handler {
 	route(http.MethodPost, "/admin/accounts/{accountId}/keys", s.issueKey)
 	route(http.MethodPost, "/admin/accounts/{accountId}/keys/{keyId}/revoke", s.revokeKey)
 	route(http.MethodPost, "/admin/accounts/{accountId}/purchases", s.purchase)
+	route(http.MethodPut, "/admin/accounts/{accountId}/rate-limit", s.setRateLimit)
 	route(http.MethodPost, "/admin/bonus-grants", s.grantBonus)
 	route(http.MethodGet, "/admin/bonus-grants/{outageId}", s.bonusGrant)
 	route(http.MethodGet, "/admin/accounts/{accountId}/ledger", s.ledger)

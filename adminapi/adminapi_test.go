@@ -168,6 +168,7 @@ func TestEveryRouteRefusesAMissingOrWrongAdminToken(t *testing.T) {
 		{"POST", "/admin/accounts/acc_x/keys", ""},
 		{"POST", "/admin/accounts/acc_x/keys/key_x/revoke", ""},
 		{"POST", "/admin/accounts/acc_x/purchases", `{"amount_cents":500,"payment_ref":"p"}`},
+		{"PUT", "/admin/accounts/acc_x/rate-limit", `{"requests_per_minute":5}`},
 		{"POST", "/admin/bonus-grants", `{"outage_id":"o","credits":1}`},
 		{"GET", "/admin/accounts/acc_x/ledger", ""},
 		{"GET", "/admin/accounts/acc_x/balance-at?at=2026-03-01T00:00:00Z", ""},

@@ -4,6 +4,8 @@
 #   1. build kyapi, kyload and the benchmark-only servers (bench/unmetered, bench/metered)
 #   2. a fresh database kyapi_bench (dropped and recreated) with a 150,000-place catalog
 #   3. metered `kyapi serve` + kyload: place detail only, then the mix
+#   3b. the metered detail run again with REDIS_URL set (a private redis-server): the cost of a
+#       rate limit shared by every process against the in-process one
 #   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
 #   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load
 #   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
@@ -112,6 +114,25 @@ load metered-detail detail=100 -db "$db_url"
 load metered-mix "$mix" -db "$db_url"
 "$out/bin/storebench" size -label after-metered -out "$out/size-after.json"
 stop_server
+
+log "metered, rate limit shared in Redis: the same detail run with REDIS_URL (a private redis-server)"
+if command -v redis-server >/dev/null 2>&1; then
+  redis_port=$((port + 3))
+  mkdir -p "$out/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$out/redis" --save "" --appendonly no \
+    --logfile "$out/redis/redis.log" --daemonize no &
+  redis_pid=$!
+  trap 'stop_server; kill "$redis_pid" 2>/dev/null || true' EXIT INT TERM
+  until redis-cli -p "$redis_port" ping >/dev/null 2>&1; do sleep 0.2; done
+  start_server serve-metered-redis env REDIS_URL="redis://127.0.0.1:$redis_port/0" "$out/bin/kyapi" serve
+  load metered-detail-redis detail=100 -db "$db_url"
+  stop_server
+  kill "$redis_pid" 2>/dev/null || true
+  wait "$redis_pid" 2>/dev/null || true
+  trap stop_server EXIT INT TERM
+else
+  echo "bench: redis-server is not installed (apt-get install redis-server); the Redis run is skipped"
+fi
 
 log "unmetered baseline: bench/unmetered on the same database and index"
 start_server unmetered "$out/bin/unmetered"

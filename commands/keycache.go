@@ -21,9 +21,13 @@ type Caller struct {
 	KeyID     string
 	KeyNo     int // the key's number in its account, cited by charge events
 	KeyHash   domain.KeyHash
+	// RateLimitPerMinute is the account's own request cap per key (SetRateLimit); 0 when
+	// the server's default applies.
+	RateLimitPerMinute int
 }
 
-// KeyCache authenticates API keys from memory. A key seen for the first time is looked up in
+// KeyCache authenticates API keys from memory, with what a request needs of its account (the
+// stream, the rate limit). A key seen for the first time is looked up in
 // the write model (api_keys), so a key issued by any process works at once everywhere; after
 // that its state is kept in memory, and forgotten as soon as its account's keys change: the
 // key commands notify every process (KeysChangedChannel), and Listen forgets what the
@@ -113,9 +117,11 @@ func (c *KeyCache) Verify(ctx context.Context, hash domain.KeyHash, now time.Tim
 
 func (c *KeyCache) lookup(ctx context.Context, hash domain.KeyHash) (cachedKey, error) {
 	k := cachedKey{caller: Caller{KeyHash: hash}}
-	err := c.pool.QueryRow(ctx, `SELECT k.key_id, k.key_no, k.state, k.grace_until, k.account_id, a.stream_no
+	err := c.pool.QueryRow(ctx, `SELECT k.key_id, k.key_no, k.state, k.grace_until, k.account_id, a.stream_no,
+			coalesce(a.rate_limit_per_minute, 0)
 		FROM api_keys k JOIN accounts a ON a.account_id = k.account_id WHERE k.key_hash = $1`, hash[:]).
-		Scan(&k.key.ID, &k.key.No, &k.key.State, &k.key.GraceUntil, &k.key.AccountID, &k.caller.StreamNo)
+		Scan(&k.key.ID, &k.key.No, &k.key.State, &k.key.GraceUntil, &k.key.AccountID, &k.caller.StreamNo,
+			&k.caller.RateLimitPerMinute)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, domain.ErrInvalidKey
 	}

@@ -33,6 +33,9 @@ type AccountView struct {
 	OpenedAt  time.Time     `json:"opened_at"`
 	Keys      []KeyView     `json:"keys"`
 	Totals    AccountTotals `json:"totals"`
+	// RateLimitPerMinute is the account's own cap per key (SetRateLimit); null when the
+	// server's default applies.
+	RateLimitPerMinute *int `json:"rate_limit_per_minute"`
 }
 
 // KeyView never holds the key itself: only its prefix and last 4 characters.
@@ -61,10 +64,10 @@ func (v Views) Account(ctx context.Context, accountID string, now time.Time) (Ac
 	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		t := &out.Totals
 		err := tx.QueryRow(ctx, `SELECT name, email, balance, opened_at, purchased_credits, bonus_credits, charged_credits,
-				requests_charged, requests_deduplicated
+				requests_charged, requests_deduplicated, rate_limit_per_minute
 			FROM accounts WHERE account_id = $1`, accountID).
 			Scan(&out.Name, &out.Email, &out.Balance, &out.OpenedAt, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits,
-				&t.RequestsCharged, &t.RequestsDeduplicated)
+				&t.RequestsCharged, &t.RequestsDeduplicated, &out.RateLimitPerMinute)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.ErrAccountNotFound
 		}

@@ -16,6 +16,7 @@ const (
 	EventBonusGranted        = "BonusGranted"
 	EventRequestCharged      = "RequestCharged"
 	EventRequestDeduplicated = "RequestDeduplicated"
+	EventRateLimitSet        = "RateLimitSet"
 )
 
 // AccountStream is the stream holding an account's facts.
@@ -77,6 +78,14 @@ type BonusGranted struct {
 	OutageID  string `json:"outage_id"`
 	Credits   int64  `json:"credits"`
 	Reason    string `json:"reason,omitempty"`
+	Ledger
+}
+
+// RateLimitSet records an account's own request cap per key and minute; nil returns the
+// account to the server's default. It moves no credits.
+type RateLimitSet struct {
+	AccountID         string `json:"account_id"`
+	RequestsPerMinute *int64 `json:"requests_per_minute"`
 	Ledger
 }
 

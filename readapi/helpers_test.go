@@ -24,6 +24,7 @@ import (
 	"github.com/kyapi/kyapi/openapi/openapitest"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
+	"github.com/kyapi/kyapi/ratelimit"
 	"github.com/kyapi/kyapi/readapi"
 )
 
@@ -56,6 +57,7 @@ type stack struct {
 	accounts commands.Accounts
 	meter    *commands.Meter
 	server   *httptest.Server
+	api      readapi.Server // what server serves, for another server over the same stack
 	log      *bytes.Buffer
 }
 
@@ -100,9 +102,21 @@ func newStack(t *testing.T) *stack {
 		Meter: s.meter, Pool: pool, Index: index, Clock: clk.Now,
 		CanonicalBaseURL: baseURL, Log: logger,
 	}
+	s.api = *srv
 	s.server = httptest.NewServer(srv.Handler())
 	t.Cleanup(s.server.Close)
 	return s
+}
+
+// withLimiter is another read API server over the same database, index and clock, counting
+// requests with l: a second process, as far as rate limits go.
+func (s *stack) withLimiter(l ratelimit.Limiter) *stack {
+	s.t.Helper()
+	other := *s
+	other.api.Limiter = l
+	other.server = httptest.NewServer(other.api.Handler())
+	s.t.Cleanup(other.server.Close)
+	return &other
 }
 
 // readImported reads the catalog events. ReadAll holds back events while any older

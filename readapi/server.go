@@ -19,6 +19,7 @@ import (
 	"github.com/kyapi/kyapi/internal/httpx"
 	"github.com/kyapi/kyapi/openapi"
 	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/ratelimit"
 )
 
 // Meter authenticates keys and charges requests. commands.Meter is the production meter; an
@@ -38,15 +39,21 @@ type Server struct {
 	Index            placeindex.Index
 	Clock            func() time.Time
 	CanonicalBaseURL string
-	// RateLimitPerMinute is the per-key request cap; DefaultRateLimitPerMinute when 0.
+	// RateLimitPerMinute is the per-key request cap of accounts without their own;
+	// ratelimit.DefaultPerMinute when 0.
 	RateLimitPerMinute int
-	Log                *logrus.Logger
+	// Limiter counts each key's requests; when nil, each Handler counts in the process.
+	Limiter ratelimit.Limiter
+	Log     *logrus.Logger
 }
 
-// Handler returns the read API's routes. Each call has its own rate-limit counters.
+// Handler returns the read API's routes.
 func (s *Server) Handler() http.Handler {
 	log := s.logger()
-	limiter := newRateLimiter(s.RateLimitPerMinute)
+	limiter := s.Limiter
+	if limiter == nil {
+		limiter = ratelimit.NewLocal()
+	}
 	data := func(params []string, h dataHandler) http.Handler { return s.authorized(limiter, params, h) }
 
 	r := mux.NewRouter()
@@ -117,7 +124,7 @@ type dataHandler func(w http.ResponseWriter, r *http.Request, c caller) error
 // authorized runs the checks every data route shares, in the contract's order:
 // authentication (401/403), the per-key rate limit (429), the length of every parameter the
 // route reads (400); then the handler, whose errors (400, 404, 402, 5xx) it writes.
-func (s *Server) authorized(limiter *rateLimiter, params []string, h dataHandler) http.Handler {
+func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := domain.ParseAuthorization(r.Header.Get("Authorization"))
 		if err != nil {
@@ -131,11 +138,17 @@ func (s *Server) authorized(limiter *rateLimiter, params []string, h dataHandler
 			return
 		}
 		now := s.now()
-		q := limiter.take(c.KeyID, now)
+		limit := c.RateLimitPerMinute // the account's own, carried by the key cache
+		if limit == 0 {
+			limit = s.RateLimitPerMinute
+		}
+		q := limiter.Take(r.Context(), c.KeyID, limit, now)
 		hdr := w.Header()
 		hdr.Set("X-RateLimit-Limit", strconv.Itoa(q.Limit))
 		hdr.Set("X-RateLimit-Remaining", strconv.Itoa(q.Remaining))
 		hdr.Set("X-RateLimit-Reset", strconv.FormatInt(q.ResetUnix(), 10))
+		hdr.Set("RateLimit-Policy", q.PolicyHeader())
+		hdr.Set("RateLimit", q.Header(now))
 		if !q.Allowed {
 			hdr.Set("Retry-After", strconv.FormatInt(q.RetryAfter(now), 10))
 			httpx.WriteError(w, http.StatusTooManyRequests, httpx.CodeRateLimited,

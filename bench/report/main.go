@@ -278,6 +278,7 @@ func (r *report) write() string {
 	}
 
 	r.bytesPerRequest(md, mm)
+	r.redisLimiter(md)
 
 	r.p("## Appends: metering against PostgreSQL's own ceiling")
 	r.p("")

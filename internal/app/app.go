@@ -29,6 +29,7 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
 	"github.com/kyapi/kyapi/projections/placeindex/elasticindex"
+	"github.com/kyapi/kyapi/ratelimit"
 	"github.com/kyapi/kyapi/readapi"
 )
 
@@ -232,6 +233,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if opts.Meter != nil {
 			m = opts.Meter(store)
 		}
+		limiter, closeLimiter, err := OpenLimiter(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		defer closeLimiter()
 		read := &readapi.Server{
 			Meter:              mets.Meter(m),
 			Pool:               pool,
@@ -239,6 +245,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			Clock:              clock,
 			CanonicalBaseURL:   cfg.CanonicalBaseURL,
 			RateLimitPerMinute: cfg.RateLimit,
+			Limiter:            limiter,
 			Log:                log,
 		}
 		if err := listen("read", cfg.ReadAddr, mets.Observe("read", read.Handler()), cfg.TLSCertFile != ""); err != nil {
@@ -256,6 +263,26 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		_ = s.Shutdown(shutdownCtx)
 	}
 	return err
+}
+
+// OpenLimiter is the read API's rate limiter: shared in Redis when REDIS_URL is set (with the
+// process as its fallback while Redis is down), otherwise in the process. It logs which.
+func OpenLimiter(ctx context.Context, cfg Config, log *logrus.Logger) (ratelimit.Limiter, func(), error) {
+	if cfg.RedisURL == "" {
+		log.WithField("limiter", "in-process").Info("rate limiter: in process (REDIS_URL is not set): each process counts its own requests")
+		return ratelimit.NewLocal(), func() {}, nil
+	}
+	shared, err := ratelimit.OpenShared(cfg.RedisURL, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	fields := logrus.Fields{"limiter": "redis", "redis": shared.Describe()}
+	if err := shared.Check(ctx); err != nil {
+		log.WithFields(fields).Warn("rate limiter: shared in Redis, which does not answer yet; counting in the process until it does")
+	} else {
+		log.WithFields(fields).Info("rate limiter: shared in Redis: every process counts each key's requests together")
+	}
+	return shared, func() { _ = shared.Close() }, nil
 }
 
 // maintain runs commands.Maintain now and every maintenanceEvery until ctx ends.

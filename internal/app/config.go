@@ -23,6 +23,10 @@ type Config struct {
 	// AuditSigningKey is the file of the Ed25519 key that signs digests (kyapi digest; serve
 	// writes one every hour when it is set).
 	AuditSigningKey string
+
+	// RedisURL, when set, is the Redis in which every process counts each key's requests
+	// (ratelimit.Shared); unset, each process counts its own.
+	RedisURL string
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -33,6 +37,7 @@ func LoadConfig() (Config, error) {
 		AdminAddr:        envOr("ADMIN_ADDR", "127.0.0.1:8081"),
 		AdminToken:       os.Getenv("ADMIN_TOKEN"),
 		ElasticsearchURL: os.Getenv("ELASTICSEARCH_URL"),
+		RedisURL:         os.Getenv("REDIS_URL"),
 		DataDir:          envOr("DATA_DIR", "./data"),
 		CanonicalBaseURL: strings.TrimRight(envOr("CANONICAL_BASE_URL", "http://localhost:8080"), "/"),
 		LogLevel:         envOr("LOG_LEVEL", "info"),

@@ -69,6 +69,8 @@ func meteredHeaders() http.Header {
 		"X-Ratelimit-Limit":     {"60"},
 		"X-Ratelimit-Remaining": {"59"},
 		"X-Ratelimit-Reset":     {"1767225600"},
+		"Ratelimit-Policy":      {`"default";q=60;w=60`},
+		"Ratelimit":             {`"default";r=59;t=42`},
 	}
 }
 
@@ -140,6 +142,8 @@ func TestCheckAcceptsConformingResponsesOfOtherOperations(t *testing.T) {
 		"X-Ratelimit-Limit":     {"60"},
 		"X-Ratelimit-Remaining": {"0"},
 		"X-Ratelimit-Reset":     {"1767225600"},
+		"Ratelimit-Policy":      {`"default";q=60;w=60`},
+		"Ratelimit":             {`"default";r=0;t=12`},
 	}
 	tooMany := rateHeaders.Clone()
 	tooMany.Set("Retry-After", "12")
@@ -192,9 +196,15 @@ func TestCheckReportsNonConformingResponses(t *testing.T) {
 		"X-Ratelimit-Limit":     {"60"},
 		"X-Ratelimit-Remaining": {"0"},
 		"X-Ratelimit-Reset":     {"1767225600"},
+		"Ratelimit-Policy":      {`"default";q=60;w=60`},
+		"Ratelimit":             {`"default";r=0;t=12`},
 	}
 	badCredits := meteredHeaders()
 	badCredits.Set("X-Credits-Remaining", "lots")
+	noIETF := meteredHeaders()
+	noIETF.Del("RateLimit")
+	badIETF := meteredHeaders()
+	badIETF.Set("RateLimit-Policy", "60;w=60")
 
 	cases := []struct {
 		name   string
@@ -226,6 +236,8 @@ func TestCheckReportsNonConformingResponses(t *testing.T) {
 		{"metered 200 without X-Credits-Remaining", "/api/data/places/pl_123", 200, noCredits, placeDetail, "X-Credits-Remaining"},
 		{"429 without Retry-After", "/api/data/towns", 429, noRetryAfter, `{"error":"slow down","code":"rate_limited"}`, "Retry-After"},
 		{"X-Credits-Remaining not an integer", "/api/data/places/pl_123", 200, badCredits, placeDetail, "x-credits-remaining"},
+		{"200 without the IETF RateLimit field", "/api/data/places/pl_123", 200, noIETF, placeDetail, "RateLimit"},
+		{"RateLimit-Policy not a structured field", "/api/data/places/pl_123", 200, badIETF, placeDetail, "ratelimit-policy"},
 		{"path the document does not describe", "/api/data/nowhere", 200, meteredHeaders(), `{}`, "/api/data/nowhere"},
 		{"status the operation does not declare", "/api/data/towns", 404, meteredHeaders(), notFound, "404"},
 		{"unknown error code", "/api/data/places/pl_404", 404, meteredHeaders(), `{"error":"nope","code":"gone"}`, "code"},

@@ -1,0 +1,166 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/sirupsen/logrus"
+)
+
+// Shared counts in Redis and, while Redis cannot be reached, in the process (Local): the
+// read API keeps answering through an outage, each process enforcing the limit on its own
+// requests (availability over strictness, docs/api.md). It logs the outage once when it
+// starts and once when it ends; while Redis is down one request at a time, at most once per
+// probeEvery, tries it again, so counting returns to Redis by itself.
+type Shared struct {
+	redis *Redis
+	local *Local
+	log   *logrus.Logger
+	// callTimeout bounds one call to Redis; past it the request is counted locally.
+	callTimeout time.Duration
+	probeEvery  time.Duration
+
+	mu        sync.Mutex
+	down      bool
+	nextProbe time.Time
+}
+
+// Settings of the Redis client: short timeouts, so an unreachable Redis costs a request at
+// most about a second, and one retry on a fresh connection (a restarted Redis leaves dead
+// connections in the pool).
+const (
+	redisTimeout    = time.Second
+	redisProbeEvery = time.Second
+)
+
+// OpenShared returns a Shared limiter over the Redis at redisURL (redis://, rediss://). It
+// does not wait for Redis: call Check to learn whether it answers.
+func OpenShared(redisURL string, log *logrus.Logger) (*Shared, error) {
+	opts, err := redis.ParseURL(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("REDIS_URL: %w", err)
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
+	opts.PoolTimeout = redisTimeout
+	opts.MaxRetries = 1
+	opts.DialerRetries = 1 // the probe once a second is the retry
+	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	// go-redis writes its own lines to stderr (a failed dial, on every probe): they go to the
+	// service's log at debug level, so an outage is the one warning below, not a line a second.
+	redis.SetLogger(debugLog{log})
+	return NewShared(redis.NewClient(opts), log), nil
+}
+
+// debugLog passes go-redis's own log lines to logrus at debug level.
+type debugLog struct{ log *logrus.Logger }
+
+func (d debugLog) Printf(_ context.Context, format string, v ...any) {
+	d.log.WithField("component", "go-redis").Debugf(format, v...)
+}
+
+// NewShared counts in the Redis that client reaches, and in the process while it is down.
+func NewShared(client *redis.Client, log *logrus.Logger) *Shared {
+	if log == nil {
+		log = logrus.StandardLogger()
+	}
+	return &Shared{redis: NewRedis(client), local: NewLocal(), log: log,
+		callTimeout: redisTimeout, probeEvery: redisProbeEvery}
+}
+
+// Describe names where the limiter counts, for the start-up log: the Redis address without
+// credentials.
+func (s *Shared) Describe() string {
+	o := s.redis.client.Options()
+	u := url.URL{Scheme: "redis", Host: o.Addr, Path: fmt.Sprintf("/%d", o.DB)}
+	if o.TLSConfig != nil {
+		u.Scheme = "rediss"
+	}
+	return u.String()
+}
+
+// Check pings Redis; a failure starts the outage (logged once) as a failed request would.
+func (s *Shared) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+	defer cancel()
+	err := s.redis.client.Ping(ctx).Err()
+	if err != nil {
+		s.failed(err)
+	} else {
+		s.answered()
+	}
+	return err
+}
+
+// Close closes the Redis client.
+func (s *Shared) Close() error { return s.redis.client.Close() }
+
+// Take counts one request in Redis, or in the process when Redis does not answer.
+func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time) Quota {
+	if s.tryRedis() {
+		rctx, cancel := context.WithTimeout(ctx, s.callTimeout)
+		q, err := s.redis.Take(rctx, key, limit, now)
+		cancel()
+		switch {
+		case err == nil:
+			s.answered()
+			return q
+		case ctx.Err() != nil:
+			// The client went away: no news about Redis.
+		default:
+			s.failed(err)
+		}
+	}
+	return s.local.Take(ctx, key, limit, now)
+}
+
+// tryRedis reports whether this request asks Redis: always while it is up; while it is down,
+// one request per probeEvery.
+func (s *Shared) tryRedis() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.down {
+		return true
+	}
+	now := time.Now()
+	if now.Before(s.nextProbe) {
+		return false
+	}
+	s.nextProbe = now.Add(s.probeEvery)
+	return true
+}
+
+func (s *Shared) failed(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextProbe = time.Now().Add(s.probeEvery)
+	if s.down {
+		return
+	}
+	s.down = true
+	s.log.WithError(err).Warn("rate limiter: Redis unavailable; each process counts its own requests until it answers again")
+}
+
+func (s *Shared) answered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.down {
+		return
+	}
+	s.down = false
+	s.log.Info("rate limiter: Redis answers again; requests are counted in Redis")
+}
+
+// Down reports whether the limiter is counting in the process because Redis did not answer.
+func (s *Shared) Down() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down
+}
