@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -579,4 +580,45 @@ func TestUnknownRoutesAndWrongMethodsAnswerWithAnErrorBody(t *testing.T) {
 	f.expect(f.call("GET", "/", ""), 404, "not_found")
 	f.expect(f.call("DELETE", "/admin/accounts", ""), 405, "bad_request")
 	f.expect(f.call("GET", "/admin/bonus-grants", ""), 405, "bad_request")
+}
+
+// A grant, once asked for, runs to its end in the process that took it, even when the caller
+// goes away (or the admin listener's 30 s write timeout cuts the answer) after its first chunk:
+// the 201 may be lost, the grant is not left half done.
+func TestABonusGrantGoesOnWhenItsCallerGoesAway(t *testing.T) {
+	bg := context.Background()
+	pool := pgtest.NewPool(t)
+	clk := &clock{t: t0}
+	store := eventstore.New(pool)
+	accounts := commands.Accounts{Store: store, Clock: clk.Now}
+	const n = 450 // three chunks
+	for i := range n {
+		id, err := accounts.OpenAccount(bg, fmt.Sprintf("Co %d", i), fmt.Sprintf("ops%d@test.example", i), eventstore.Metadata{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := accounts.IssueKey(bg, id, eventstore.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reqCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	accounts.GrantProgress = func(commands.BonusGrant) { cancel() } // the caller leaves after the first chunk
+	logger := logrus.New()
+	logger.SetOutput(io.Discard)
+	h := (&adminapi.Server{Accounts: accounts, Views: commands.Views{Pool: pool}, Token: adminToken, Log: logger, Clock: clk.Now}).Handler()
+	req := httptest.NewRequest(http.MethodPost, "/admin/bonus-grants", strings.NewReader(`{"outage_id":"o-leave","credits":7}`)).WithContext(reqCtx)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(httptest.NewRecorder(), req)
+
+	var state string
+	var credited, bonus int64
+	if err := pool.QueryRow(bg, `SELECT state, accounts, (SELECT sum(bonus_credits) FROM accounts) FROM bonus_grants WHERE outage_id = 'o-leave'`).
+		Scan(&state, &credited, &bonus); err != nil {
+		t.Fatal(err)
+	}
+	if state != "done" || credited != n || bonus != 7*n {
+		t.Fatalf("grant %s, %d accounts credited, %d bonus credits in all; want done, %d, %d", state, credited, bonus, n, 7*n)
+	}
 }

@@ -1,6 +1,7 @@
 package adminapi
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
@@ -103,7 +104,9 @@ func (s *Server) grantBonus(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.Accounts.GrantBonus(r.Context(), body.OutageID, credits, body.Reason, meta(r))
+	// A grant runs to its end even if the caller goes away or the write timeout cuts the
+	// answer: left half done it would wait for someone to ask again (docs/api.md).
+	res, err := s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), body.OutageID, credits, body.Reason, meta(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -338,7 +338,7 @@ func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
 	if err != nil {
 		return result{status: http.StatusBadRequest, page: "bonus", title: "Bonus grants", data: d}, errors.New(httpx.MapError(err).Message)
 	}
-	res, err := s.Accounts.GrantBonus(r.Context(), d.OutageID, d.Credits, d.Reason, meta(r))
+	res, err := s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), d.OutageID, d.Credits, d.Reason, meta(r))
 	if err != nil {
 		return result{}, err
 	}
