@@ -14,13 +14,9 @@ import (
 // account row; Days are the daily sums rm_account_days holds, for the days the archived events
 // touched.
 type AccountState struct {
-	Balance              int64    `json:"balance"`
-	PurchasedCredits     int64    `json:"purchased_credits"`
-	BonusCredits         int64    `json:"bonus_credits"`
-	ChargedCredits       int64    `json:"charged_credits"`
-	RequestsCharged      int64    `json:"requests_charged"`
-	RequestsDeduplicated int64    `json:"requests_deduplicated"`
-	Days                 []DaySum `json:"days"`
+	Balance int64 `json:"balance"`
+	domain.AccountTotals
+	Days []DaySum `json:"days"`
 
 	days map[dayKey]*DaySum // while folding
 }
@@ -28,15 +24,11 @@ type AccountState struct {
 // DaySum is one row of rm_account_days: an account's facts of one UTC day and kind ("" holds
 // the day's last version and the balance after it).
 type DaySum struct {
-	Day              string `json:"day"`
-	Kind             string `json:"kind"`
-	Count            int64  `json:"count"`
-	RowsPaid         int64  `json:"rows_paid"`
-	RowsDeduplicated int64  `json:"rows_deduplicated"`
-	Credits          int64  `json:"credits"`
-	Cents            int64  `json:"cents"`
-	Version          int64  `json:"version"`
-	BalanceAfter     int64  `json:"balance_after"`
+	Day  string `json:"day"`
+	Kind string `json:"kind"`
+	domain.DayFigures
+	Version      int64 `json:"version"`
+	BalanceAfter int64 `json:"balance_after"`
 }
 
 type dayKey struct{ day, kind string }
@@ -61,18 +53,7 @@ func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact) {
 			s.days[dayKey{d.Day, d.Kind}] = &d
 		}
 	}
-	switch f.Type {
-	case domain.EventCreditsPurchased:
-		s.PurchasedCredits += f.CreditsDelta
-	case domain.EventBonusGranted:
-		s.BonusCredits += f.CreditsDelta
-	case domain.EventRequestCharged:
-		s.ChargedCredits -= f.CreditsDelta
-		s.RequestsCharged++
-	case domain.EventRequestDeduplicated:
-		s.ChargedCredits -= f.CreditsDelta
-		s.RequestsDeduplicated++
-	}
+	s.AccountTotals.Add(f)
 	s.Balance = f.BalanceAfter
 	day := domain.Day(at)
 	closing := s.day(dayKey{day, ""})
@@ -80,16 +61,7 @@ func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact) {
 		closing.Version, closing.BalanceAfter = version, f.BalanceAfter
 	}
 	if kind := f.DayKind(); kind != "" {
-		d := s.day(dayKey{day, kind})
-		d.Count++
-		if f.Metered() {
-			d.RowsPaid += int64(len(f.Paid))
-			d.RowsDeduplicated += int64(len(f.Deduplicated))
-			d.Credits -= f.CreditsDelta
-		} else {
-			d.Credits += f.CreditsDelta
-			d.Cents += f.AmountCents
-		}
+		s.day(dayKey{day, kind}).Add(f)
 	}
 }
 

@@ -18,34 +18,19 @@ import (
 
 // sums are an account's running totals, as the write model and rm_balances keep them.
 type sums struct {
-	purchased, bonus, charged, requestsCharged, requestsDeduplicated int64
-	version, balance                                                 int64 // the newest event counted, and its balance_after
+	domain.AccountTotals
+	version, balance int64 // the newest event counted, and its balance_after
 }
 
 func (s *sums) add(version int64, f domain.AccountFact) {
-	switch f.Type {
-	case domain.EventCreditsPurchased:
-		s.purchased += f.CreditsDelta
-	case domain.EventBonusGranted:
-		s.bonus += f.CreditsDelta
-	case domain.EventRequestCharged:
-		s.charged -= f.CreditsDelta
-		s.requestsCharged++
-	case domain.EventRequestDeduplicated:
-		s.charged -= f.CreditsDelta
-		s.requestsDeduplicated++
-	}
+	s.AccountTotals.Add(f)
 	if version > s.version {
 		s.version, s.balance = version, f.BalanceAfter
 	}
 }
 
 func (s *sums) merge(o sums) {
-	s.purchased += o.purchased
-	s.bonus += o.bonus
-	s.charged += o.charged
-	s.requestsCharged += o.requestsCharged
-	s.requestsDeduplicated += o.requestsDeduplicated
+	s.AccountTotals.Merge(o.AccountTotals)
 	if o.version > s.version {
 		s.version, s.balance = o.version, o.balance
 	}
@@ -53,7 +38,7 @@ func (s *sums) merge(o sums) {
 
 func (s sums) String() string {
 	return fmt.Sprintf("purchased %d, bonus %d, charged %d, requests charged %d, deduplicated %d",
-		s.purchased, s.bonus, s.charged, s.requestsCharged, s.requestsDeduplicated)
+		s.PurchasedCredits, s.BonusCredits, s.ChargedCredits, s.RequestsCharged, s.RequestsDeduplicated)
 }
 
 func (s sums) totals() sums { s.version, s.balance = 0, 0; return s }
@@ -62,7 +47,8 @@ func (s sums) totals() sums { s.version, s.balance = 0, 0; return s }
 type dayKey struct{ day, kind string }
 
 type daySum struct {
-	count, rowsPaid, rowsDeduplicated, credits, cents, version, balanceAfter int64
+	domain.DayFigures
+	version, balanceAfter int64 // on the "" row: the day's newest event and its balance_after
 }
 
 // streamState is the running state of one stream as the audit reads it: where its chain is,
@@ -109,13 +95,11 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, withSums bool) erro
 	if !withSums {
 		return nil
 	}
-	folded := sums{purchased: st.PurchasedCredits, bonus: st.BonusCredits, charged: st.ChargedCredits,
-		requestsCharged: st.RequestsCharged, requestsDeduplicated: st.RequestsDeduplicated, version: b.Version, balance: st.Balance}
+	folded := sums{AccountTotals: st.AccountTotals, version: b.Version, balance: st.Balance}
 	s.all.merge(folded)
 	s.atBalance.merge(folded)
 	for _, d := range st.Days {
-		s.days[dayKey{d.Day, d.Kind}] = &daySum{count: d.Count, rowsPaid: d.RowsPaid, rowsDeduplicated: d.RowsDeduplicated,
-			credits: d.Credits, cents: d.Cents, version: d.Version, balanceAfter: d.BalanceAfter}
+		s.days[dayKey{d.Day, d.Kind}] = &daySum{DayFigures: d.DayFigures, version: d.Version, balanceAfter: d.BalanceAfter}
 	}
 	return nil
 }
@@ -199,16 +183,7 @@ func (s *streamState) add(e eventstore.Event) {
 			closing.version, closing.balanceAfter = e.Version, f.BalanceAfter
 		}
 		if kind := f.DayKind(); kind != "" {
-			d := s.day(dayKey{day, kind})
-			d.count++
-			if f.Metered() {
-				d.rowsPaid += int64(len(f.Paid))
-				d.rowsDeduplicated += int64(len(f.Deduplicated))
-				d.credits -= f.CreditsDelta
-			} else {
-				d.credits += f.CreditsDelta
-				d.cents += f.AmountCents
-			}
+			s.day(dayKey{day, kind}).Add(f)
 		}
 	}
 }
@@ -229,11 +204,7 @@ func (s *streamState) merge(next *streamState) {
 	s.atBalance.merge(next.atBalance)
 	for k, d := range next.days {
 		m := s.day(k)
-		m.count += d.count
-		m.rowsPaid += d.rowsPaid
-		m.rowsDeduplicated += d.rowsDeduplicated
-		m.credits += d.credits
-		m.cents += d.cents
+		m.Merge(d.DayFigures)
 		if d.version > m.version {
 			m.version, m.balanceAfter = d.version, d.balanceAfter
 		}
@@ -263,7 +234,7 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &balance, &t.purchased, &t.bonus, &t.charged, &t.requestsCharged, &t.requestsDeduplicated}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated}, func() error {
 		r := out[id]
 		r.exists, r.balance, r.totals = true, balance, t
 		return nil
@@ -275,7 +246,7 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &t.balance, &t.version, &t.purchased, &t.bonus, &t.charged, &t.requestsCharged, &t.requestsDeduplicated}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &t.balance, &t.version, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated}, func() error {
 		b := t
 		out[id].balances = &b
 		return nil
@@ -289,7 +260,7 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	_, err = pgx.ForEachRow(rows, []any{&id, &k.day, &k.kind, &d.count, &d.rowsPaid, &d.rowsDeduplicated, &d.credits, &d.cents, &d.version, &d.balanceAfter}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &k.day, &k.kind, &d.Count, &d.RowsPaid, &d.RowsDeduplicated, &d.Credits, &d.Cents, &d.version, &d.balanceAfter}, func() error {
 		out[id].days[k] = d
 		return nil
 	})

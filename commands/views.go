@@ -48,14 +48,8 @@ type KeyView struct {
 	IssuedAt   time.Time       `json:"issued_at"`
 }
 
-// AccountTotals are an account's running totals.
-type AccountTotals struct {
-	PurchasedCredits     int64 `json:"purchased_credits"`
-	BonusCredits         int64 `json:"bonus_credits"`
-	ChargedCredits       int64 `json:"charged_credits"`
-	RequestsCharged      int64 `json:"requests_charged"`
-	RequestsDeduplicated int64 `json:"requests_deduplicated"`
-}
+// AccountTotals are an account's running totals (kept in its row by the commands).
+type AccountTotals = domain.AccountTotals
 
 // Account returns an account with its keys (their states at now) and totals, read in one
 // snapshot so that they describe the same moment.

@@ -185,3 +185,72 @@ func (f AccountFact) DayKind() string {
 	}
 	return ""
 }
+
+// AccountTotals are an account's running totals, as the account row, the balances read model,
+// the audit, the archive and the admin API keep them. Add is the one rule for how a fact moves
+// them.
+type AccountTotals struct {
+	PurchasedCredits     int64 `json:"purchased_credits"`
+	BonusCredits         int64 `json:"bonus_credits"`
+	ChargedCredits       int64 `json:"charged_credits"`
+	RequestsCharged      int64 `json:"requests_charged"`
+	RequestsDeduplicated int64 `json:"requests_deduplicated"`
+}
+
+// Add counts one fact.
+func (t *AccountTotals) Add(f AccountFact) {
+	switch f.Type {
+	case EventCreditsPurchased:
+		t.PurchasedCredits += f.CreditsDelta
+	case EventBonusGranted:
+		t.BonusCredits += f.CreditsDelta
+	case EventRequestCharged:
+		t.ChargedCredits -= f.CreditsDelta
+		t.RequestsCharged++
+	case EventRequestDeduplicated:
+		t.ChargedCredits -= f.CreditsDelta
+		t.RequestsDeduplicated++
+	}
+}
+
+// Merge adds another part's totals (sums are commutative).
+func (t *AccountTotals) Merge(o AccountTotals) {
+	t.PurchasedCredits += o.PurchasedCredits
+	t.BonusCredits += o.BonusCredits
+	t.ChargedCredits += o.ChargedCredits
+	t.RequestsCharged += o.RequestsCharged
+	t.RequestsDeduplicated += o.RequestsDeduplicated
+}
+
+// DayFigures are what an account's facts of one UTC day and kind (AccountFact.DayKind) add up
+// to, as rm_account_days, the audit and the archive keep them. Add is the one rule.
+type DayFigures struct {
+	Count            int64 `json:"count"`
+	RowsPaid         int64 `json:"rows_paid"`
+	RowsDeduplicated int64 `json:"rows_deduplicated"`
+	Credits          int64 `json:"credits"`
+	Cents            int64 `json:"cents"`
+}
+
+// Add counts one fact of the day's kind: a metered request's rows and credits spent, or a
+// purchase's or bonus's credits (and a purchase's cents).
+func (d *DayFigures) Add(f AccountFact) {
+	d.Count++
+	if f.Metered() {
+		d.RowsPaid += int64(len(f.Paid))
+		d.RowsDeduplicated += int64(len(f.Deduplicated))
+		d.Credits -= f.CreditsDelta
+		return
+	}
+	d.Credits += f.CreditsDelta
+	d.Cents += f.AmountCents
+}
+
+// Merge adds another part's figures.
+func (d *DayFigures) Merge(o DayFigures) {
+	d.Count += o.Count
+	d.RowsPaid += o.RowsPaid
+	d.RowsDeduplicated += o.RowsDeduplicated
+	d.Credits += o.Credits
+	d.Cents += o.Cents
+}

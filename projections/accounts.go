@@ -49,26 +49,15 @@ func (Balances) StreamPrefix() string { return accountStreams }
 
 // accountSums are the totals one batch adds to an account.
 type accountSums struct {
-	balance, version                                                 int64
-	purchased, bonus, charged, requestsCharged, requestsDeduplicated int64
+	balance, version int64
+	domain.AccountTotals
 }
 
 func (s *accountSums) add(f accountFact) {
 	if f.version > s.version {
 		s.balance, s.version = f.BalanceAfter, f.version
 	}
-	switch f.Type {
-	case domain.EventCreditsPurchased:
-		s.purchased += f.CreditsDelta
-	case domain.EventBonusGranted:
-		s.bonus += f.CreditsDelta
-	case domain.EventRequestCharged:
-		s.charged -= f.CreditsDelta
-		s.requestsCharged++
-	case domain.EventRequestDeduplicated:
-		s.charged -= f.CreditsDelta
-		s.requestsDeduplicated++
-	}
+	s.AccountTotals.Add(f.AccountFact)
 }
 
 func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
@@ -97,7 +86,7 @@ func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event)
 	}
 	for i, id := range ids {
 		s := sums[id]
-		for j, v := range []int64{s.balance, s.version, s.purchased, s.bonus, s.charged, s.requestsCharged, s.requestsDeduplicated} {
+		for j, v := range []int64{s.balance, s.version, s.PurchasedCredits, s.BonusCredits, s.ChargedCredits, s.RequestsCharged, s.RequestsDeduplicated} {
 			cols[j][i] = v
 		}
 	}
@@ -134,7 +123,8 @@ func (AccountDays) StreamPrefix() string { return accountStreams }
 type dayKey struct{ account, day, kind string }
 
 type daySums struct {
-	count, rowsPaid, rowsDeduplicated, credits, cents, version, balanceAfter int64
+	domain.DayFigures
+	version, balanceAfter int64 // on the "" row: the day's newest event and its balance_after
 }
 
 func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
@@ -163,17 +153,7 @@ func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Eve
 		if kind == "" {
 			continue
 		}
-		s := get(dayKey{f.accountID, day, kind})
-		s.count++
-		switch {
-		case f.Metered():
-			s.rowsPaid += int64(len(f.Paid))
-			s.rowsDeduplicated += int64(len(f.Deduplicated))
-			s.credits -= f.CreditsDelta
-		default:
-			s.credits += f.CreditsDelta
-			s.cents += f.AmountCents
-		}
+		get(dayKey{f.accountID, day, kind}).Add(f.AccountFact)
 	}
 	if len(keys) == 0 {
 		return nil
@@ -187,7 +167,7 @@ func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Eve
 	for i, k := range keys {
 		s := sums[k]
 		accounts[i], days[i], kinds[i] = k.account, k.day, k.kind
-		for j, v := range []int64{s.count, s.rowsPaid, s.rowsDeduplicated, s.credits, s.cents, s.version, s.balanceAfter} {
+		for j, v := range []int64{s.Count, s.RowsPaid, s.RowsDeduplicated, s.Credits, s.Cents, s.version, s.balanceAfter} {
 			cols[j][i] = v
 		}
 	}
