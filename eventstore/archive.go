@@ -219,17 +219,7 @@ func ScanRange(ctx context.Context, q Querier, from, to int64, fn func(Event) er
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return err
-		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachEvent(rows, fn)
 }
 
 // LockForArchive takes the events table for itself for the rest of tx, waiting at most wait:

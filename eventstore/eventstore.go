@@ -175,6 +175,22 @@ func scanEvents(rows pgx.Rows) ([]Event, error) {
 	return out, rows.Err()
 }
 
+// eachEvent calls fn with the events of rows (a query of eventColumns), one at a time, and
+// closes rows.
+func eachEvent(rows pgx.Rows, fn func(Event) error) error {
+	defer rows.Close()
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 func scanEvent(row pgx.Row) (Event, error) {
 	var e Event
 	var tx string

@@ -308,9 +308,9 @@ func StreamHeadPosition(ctx context.Context, q Querier, streamID string) (int64,
 func ReadStreamWindow(ctx context.Context, q Querier, streamID string, from, to time.Time, fn func(Event) error) error {
 	rows, err := q.Query(ctx, `
 		WITH st AS (SELECT stream_no FROM streams WHERE stream_id = $1),
-		lo AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at < $2
+		lo AS (SELECT m.position FROM stream_marks m WHERE m.stream_no = (SELECT stream_no FROM st) AND m.recorded_at < $2
 			ORDER BY m.recorded_at DESC, m.version DESC LIMIT 1),
-		hi AS (SELECT m.position FROM stream_marks m, st WHERE m.stream_no = st.stream_no AND m.recorded_at >= $3
+		hi AS (SELECT m.position FROM stream_marks m WHERE m.stream_no = (SELECT stream_no FROM st) AND m.recorded_at >= $3
 			ORDER BY m.recorded_at, m.version LIMIT 1)
 		SELECT `+eventColumns+fromEvents+`
 		WHERE s.stream_id = $1 AND e.stream_no = (SELECT stream_no FROM st)
@@ -321,15 +321,5 @@ func ReadStreamWindow(ctx context.Context, q Querier, streamID string, from, to 
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return err
-		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachEvent(rows, fn)
 }
