@@ -109,12 +109,25 @@ func (p *page) shot(name string) {
 func (p *page) open(path, waitFor string) {
 	p.t.Helper()
 	p.run(chromedp.Navigate(p.base+path), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+	p.settled()
 }
 
 // submit clicks a button and waits for an element of the page it leads to.
 func (p *page) submit(button, waitFor string) {
 	p.t.Helper()
 	p.run(chromedp.Click(chromedp.CSS(button)), chromedp.WaitVisible(chromedp.CSS(waitFor)))
+	p.settled()
+}
+
+// settled waits until the page has finished loading, so that the next step's node lookups
+// are not made stale by the rest of the document arriving.
+func (p *page) settled() {
+	p.t.Helper()
+	for deadline := time.Now().Add(time.Minute); !p.eval(`document.readyState === "complete"`); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			p.t.Fatal("the page did not finish loading")
+		}
+	}
 }
 
 func mustContain(t *testing.T, what, got string, want ...string) {
@@ -294,6 +307,9 @@ func TestConsoleInARealBrowser(t *testing.T) {
 		if strings.Contains(towns, "paducah") {
 			t.Fatal("the bad file's good line was applied")
 		}
+		// A fresh page for the good file: node ids resolved on the error page while it was
+		// still settling went stale now and then ("No node with given id found").
+		p.open("/console/catalog-import", "#file")
 		p.run(chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{good}))
 		p.submit("#import-submit", "#import-result")
 		mustContain(t, "import result", p.text("#import-result"), "1 towns")
