@@ -516,3 +516,100 @@ func TestHeadsAtAPositionShowEachStreamAsItWasThen(t *testing.T) {
 		t.Fatalf("heads at %d: %+v", now, got)
 	}
 }
+
+// The projections read a short range of the global order many times a second; a plan that
+// scans every stream to find the ids of a few dozen events' streams made that read cost more
+// than the charges themselves. Whatever plan PostgreSQL picks, custom or generic, it must
+// look each event's stream up by its key.
+func TestARangeOfTheGlobalOrderNeverScansEveryStream(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	ids := make([]string, 3000)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("place-%05d", i)
+	}
+	err := store.WithTx(ctx, func(tx pgx.Tx) error {
+		heads, err := eventstore.OpenHeads(ctx, tx, true, ids...)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := eventstore.Append(ctx, tx, heads[id], at, event("PlaceImported", 1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := eventstore.GlobalHead(ctx, store.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		appendTo(t, store, "account-a", at, event("RequestCharged", i))
+	}
+	head, err := eventstore.GlobalHead(ctx, store.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Pool.Exec(ctx, `ANALYZE`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := store.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `PREPARE range_read(text, bigint, text, bigint, text) AS `+eventstore.RangeSQL); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, `DEALLOCATE range_read; RESET plan_cache_mode`)
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		var plan string
+		err := conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE range_read('%d', %d, '%d', %d, 'account-')`,
+			before.TxID, before.Pos, head.TxID, head.Pos), pgx.QueryExecModeSimpleProtocol).Scan(&plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nodes []struct {
+			Plan planNode `json:"Plan"`
+		}
+		if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
+			t.Fatalf("%s: plan %s: %v", mode, plan, err)
+		}
+		if nodes[0].Plan.scans("Seq Scan", "streams") {
+			t.Fatalf("%s: the range read scans every stream:\n%s", mode, plan)
+		}
+	}
+	events, err := eventstore.ReadRangeOf(ctx, store.Pool, before, head, "account-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 20 || events[0].StreamID != "account-a" || events[19].Version != 20 {
+		t.Fatalf("range read %d events, first %+v", len(events), events[0])
+	}
+}
+
+// planNode is a node of an EXPLAIN (FORMAT JSON) plan.
+type planNode struct {
+	NodeType string     `json:"Node Type"`
+	Relation string     `json:"Relation Name"`
+	Plans    []planNode `json:"Plans"`
+}
+
+func (n planNode) scans(nodeType, relation string) bool {
+	if n.NodeType == nodeType && n.Relation == relation {
+		return true
+	}
+	for _, c := range n.Plans {
+		if c.scans(nodeType, relation) {
+			return true
+		}
+	}
+	return false
+}

@@ -13,6 +13,14 @@ import (
 // fromEvents joins each event to its stream's id.
 const fromEvents = ` FROM events e JOIN streams s ON s.stream_no = e.stream_no `
 
+// fromEventsByKey joins each event to its stream's id by one primary-key probe per event.
+// Reads of a range of the global order use it: joined as fromEvents, the planner builds a
+// hash of every stream (a sequential scan of streams, which grows with the catalog and the
+// accounts) for a range of a few dozen events, and the projections read such a range many
+// times a second (docs/benchmarks.md). The LIMIT keeps the lookup a nested probe.
+const fromEventsByKey = ` FROM events e
+	JOIN LATERAL (SELECT stream_id FROM streams WHERE streams.stream_no = e.stream_no LIMIT 1) s ON true `
+
 // ReadStream returns the events of one stream with version > after, in version order.
 func ReadStream(ctx context.Context, q Querier, streamID string, after int64) ([]Event, error) {
 	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
@@ -95,7 +103,7 @@ const visible = `e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())`
 // ReadAll returns up to limit events after the given position, in global order, never
 // skipping one that commits later with a lower position.
 func ReadAll(ctx context.Context, q Querier, after Position, limit int) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
+	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEventsByKey+`
 		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
 		ORDER BY e.transaction_id, e.position LIMIT $3`, strconv.FormatUint(after.TxID, 10), after.Pos, limit)
 	if err != nil {
@@ -135,15 +143,20 @@ func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, e
 	return ReadRangeOf(ctx, q, after, upto, "")
 }
 
+// RangeSQL is ReadRangeOf's statement: $1, $2 the position after which the range starts
+// (transaction id as text, position), $3, $4 its last one, $5 the stream-id prefix. Exported
+// so that a test can EXPLAIN what the projections run.
+const RangeSQL = `SELECT ` + eventColumns + fromEventsByKey + `
+		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
+		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
+		  AND starts_with(s.stream_id, $5)
+		ORDER BY e.transaction_id, e.position`
+
 // ReadRangeOf is ReadRange restricted to the streams whose id starts with streamPrefix
 // ("" for all). A projection that reads only account streams then never loads the catalog's
 // large payloads.
 func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefix string) ([]Event, error) {
-	rows, err := q.Query(ctx, `SELECT `+eventColumns+fromEvents+`
-		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
-		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
-		  AND starts_with(s.stream_id, $5)
-		ORDER BY e.transaction_id, e.position`,
+	rows, err := q.Query(ctx, RangeSQL,
 		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefix)
 	if err != nil {
 		return nil, err
