@@ -562,7 +562,7 @@ func TestARangeOfTheGlobalOrderNeverScansEveryStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE range_read(text, bigint, text, bigint, text) AS `+eventstore.RangeSQL); err != nil {
+	if _, err := conn.Exec(ctx, `PREPARE range_read(text, bigint, text, bigint, text[]) AS `+eventstore.RangeSQL); err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Exec(ctx, `DEALLOCATE range_read; RESET plan_cache_mode`)
@@ -571,7 +571,7 @@ func TestARangeOfTheGlobalOrderNeverScansEveryStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		var plan string
-		err := conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE range_read('%d', %d, '%d', %d, 'account-')`,
+		err := conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE range_read('%d', %d, '%d', %d, '{account-}')`,
 			before.TxID, before.Pos, head.TxID, head.Pos), pgx.QueryExecModeSimpleProtocol).Scan(&plan)
 		if err != nil {
 			t.Fatal(err)

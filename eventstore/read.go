@@ -140,24 +140,27 @@ func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end P
 // ReadRange returns the events in (after, upto] in global order. upto must come from
 // NextBatch, so that the range is closed: no transaction can add to it any more.
 func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
-	return ReadRangeOf(ctx, q, after, upto, "")
+	return ReadRangeOf(ctx, q, after, upto)
 }
 
 // RangeSQL is ReadRangeOf's statement: $1, $2 the position after which the range starts
-// (transaction id as text, position), $3, $4 its last one, $5 the stream-id prefix. Exported
-// so that a test can EXPLAIN what the projections run.
+// (transaction id as text, position), $3, $4 its last one, $5 the stream-id prefixes (none:
+// every stream). Exported so that a test can EXPLAIN what the projections run.
 const RangeSQL = `SELECT ` + eventColumns + fromEventsByKey + `
 		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
 		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
-		  AND starts_with(s.stream_id, $5)
+		  AND (cardinality($5::text[]) = 0 OR s.stream_id ^@ ANY ($5::text[]))
 		ORDER BY e.transaction_id, e.position`
 
-// ReadRangeOf is ReadRange restricted to the streams whose id starts with streamPrefix
-// ("" for all). A projection that reads only account streams then never loads the catalog's
-// large payloads.
-func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefix string) ([]Event, error) {
+// ReadRangeOf is ReadRange restricted to the streams whose id starts with one of
+// streamPrefixes (none: every stream). A projection that reads only account streams then
+// never loads the catalog's large payloads, and the catalog's never loads the charges.
+func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefixes ...string) ([]Event, error) {
+	if streamPrefixes == nil {
+		streamPrefixes = []string{}
+	}
 	rows, err := q.Query(ctx, RangeSQL,
-		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefix)
+		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefixes)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,7 +12,7 @@ import (
 )
 
 // accountStreams is the stream-id prefix of every account's stream (domain.AccountStream).
-const accountStreams = "account-"
+var accountStreams = []string{domain.AccountStream("")}
 
 // accountFact is an account event as the account projections read it.
 type accountFact struct {
@@ -44,8 +43,8 @@ func accountFacts(events []eventstore.Event) ([]accountFact, error) {
 // is kept) and its totals (sums, so commutative). The audit compares both with the write model.
 type Balances struct{}
 
-func (Balances) Name() string         { return "balances" }
-func (Balances) StreamPrefix() string { return accountStreams }
+func (Balances) Name() string             { return "balances" }
+func (Balances) StreamPrefixes() []string { return accountStreams }
 
 // accountSums are the totals one batch adds to an account.
 type accountSums struct {
@@ -116,8 +115,8 @@ func (Balances) Reset(ctx context.Context, tx pgx.Tx) error {
 // balance is version-guarded, so events may arrive in any order.
 type AccountDays struct{}
 
-func (AccountDays) Name() string         { return "account_days" }
-func (AccountDays) StreamPrefix() string { return accountStreams }
+func (AccountDays) Name() string             { return "account_days" }
+func (AccountDays) StreamPrefixes() []string { return accountStreams }
 
 // dayKey is one row of rm_account_days.
 type dayKey struct{ account, day, kind string }
@@ -197,13 +196,13 @@ func (AccountDays) Reset(ctx context.Context, tx pgx.Tx) error {
 // charged or deduplicated: the input of trending.
 type Usage struct{}
 
-func (Usage) Name() string         { return "usage" }
-func (Usage) StreamPrefix() string { return accountStreams }
+func (Usage) Name() string             { return "usage" }
+func (Usage) StreamPrefixes() []string { return accountStreams }
 
 func (Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	counts := map[[2]string]int64{}
 	for _, e := range events {
-		if e.Type != domain.EventRequestCharged && e.Type != domain.EventRequestDeduplicated || !strings.HasPrefix(e.StreamID, accountStreams) {
+		if e.Type != domain.EventRequestCharged && e.Type != domain.EventRequestDeduplicated || domain.AccountOfStream(e.StreamID) == "" {
 			continue
 		}
 		f, err := domain.DecodeAccountFact(e.Type, e.Payload)

@@ -23,6 +23,12 @@ type Catalog struct {
 // Name identifies the projection's checkpoint.
 func (Catalog) Name() string { return "catalog" }
 
+// StreamPrefixes are the catalog's streams (domain.TownStream, PlaceStream and
+// CalendarEventStream): the charges that make up most of the store are never read.
+func (Catalog) StreamPrefixes() []string {
+	return []string{domain.TownStream(""), domain.PlaceStream(""), domain.CalendarEventStream("")}
+}
+
 // catalogChunk bounds the rows of one upsert statement.
 const catalogChunk = 5000
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
@@ -21,7 +22,7 @@ func (PlaceIndex) Name() string { return "placeindex" }
 
 // placeStreams is the stream-id prefix of places (domain.PlaceStream): the index reads
 // nothing else.
-const placeStreams = "place-"
+var placeStreams = domain.PlaceStream("")
 
 func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error) {
 	s, err := p.Index.Checkpoint(ctx)

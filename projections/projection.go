@@ -38,10 +38,10 @@ type SQLApplier interface {
 	Reset(ctx context.Context, tx pgx.Tx) error
 }
 
-// StreamFilter is implemented by appliers that only read streams with one id prefix
-// ("account-"): their ranges are read without the other streams' events.
+// StreamFilter is implemented by appliers that only read the streams whose id starts with one
+// of a few prefixes ("account-"): their ranges are read without the other streams' events.
 type StreamFilter interface {
-	StreamPrefix() string
+	StreamPrefixes() []string
 }
 
 // errCheckpointMoved means the stored checkpoint is not where the range starts: another
@@ -102,11 +102,11 @@ func (p SQL) Handle(ctx context.Context, from, to eventstore.Position) error {
 		if at != from {
 			return errCheckpointMoved
 		}
-		prefix := ""
+		var prefixes []string
 		if f, ok := p.Applier.(StreamFilter); ok {
-			prefix = f.StreamPrefix()
+			prefixes = f.StreamPrefixes()
 		}
-		events, err := eventstore.ReadRangeOf(ctx, tx, from, to, prefix)
+		events, err := eventstore.ReadRangeOf(ctx, tx, from, to, prefixes...)
 		if err != nil {
 			return err
 		}
