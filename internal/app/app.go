@@ -52,6 +52,13 @@ func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if pcfg.MaxConns < 16 {
 		pcfg.MaxConns = 16
 	}
+	// No JIT compilation: every statement of the service is short, and PostgreSQL's estimate of
+	// a range of the global order (a row comparison on (transaction_id, position)) is millions
+	// of rows however few it holds, which made it compile each projection's read, about a
+	// second a time, once the store held ten million events (docs/benchmarks.md, growth).
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
