@@ -180,7 +180,33 @@ func (r *report) bytesPerRequest(md, mm *loadRun) {
 			r.p("")
 		}
 	}
-	r.check("database growth per metered request", "≤ 400 bytes", perReq, 400, false, "bytes")
+	// What stays: the tables whose size follows the day, not the requests, left out.
+	var bounded int64
+	var boundedNames []string
+	for _, d := range rows {
+		name := strings.Fields(d.name)[0]
+		if why, ok := boundedByDay[name]; ok {
+			bounded += d.heap + d.idx
+			boundedNames = append(boundedNames, fmt.Sprintf("`%s` (%s)", name, why))
+		}
+	}
+	kept := float64(growth-bounded) / float64(served)
+	if len(boundedNames) > 0 {
+		r.p("Not every byte stays. %s hold at most a bounded number of rows per day,", strings.Join(boundedNames, ", "))
+		r.p("however many requests the day has: in a short run nearly every request adds one, over a day they stop")
+		r.p("growing. Without them, **%.0f bytes per metered request stay** in the database (events, accounts,", kept)
+		r.p("balances): that is the figure that multiplies with traffic over months.")
+		r.p("")
+	}
+	r.check("database growth per metered request (during the run, every table)", "≤ 400 bytes", perReq, 400, false, "bytes")
+	r.check("database growth per metered request that stays (tables bounded by the day left out)", "≤ 400 bytes", kept, 400, false, "bytes")
+}
+
+// boundedByDay are the tables whose rows are bounded by the day, not by the requests.
+var boundedByDay = map[string]string{
+	"dedup_claims":    "today's and yesterday's claims, older ones deleted every minute and their space reused",
+	"rm_usage_daily":  "a row per place and UTC day",
+	"rm_account_days": "a row per account, UTC day and kind of fact",
 }
 
 // grant is the bonus grant to many accounts under paid load.
