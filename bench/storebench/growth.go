@@ -193,7 +193,9 @@ func runGrowth(ctx context.Context, args []string) error {
 	return nil
 }
 
-// appendCharges appends n place-detail charges of one credit each to the account, charges
+// appendCharges appends n charges of one credit each to the account — a place list paying one
+// row, each row a place not paid before (no same-day repeat, which the audit would report;
+// list rows do not count towards trending, so the history adds no usage row per event) — charges
 // from+1 … from+n of its history, in one transaction that locks the account row (as the
 // meter does), appends through eventstore.Batch and moves the account's balance and totals.
 func appendCharges(ctx context.Context, store *eventstore.Store, id string, from, n int64, t0 time.Time, spacing time.Duration) error {
@@ -211,7 +213,7 @@ func appendCharges(ctx context.Context, store *eventstore.Store, id string, from
 		for i := from + 1; i <= from+n; i++ {
 			balance--
 			if _, err := b.Add(heads[no], t0.Add(time.Duration(i)*spacing), eventstore.NewEvent{Type: domain.EventRequestCharged,
-				Payload: domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceDetail, Paid: []string{domain.PlaceResource("growth-" + strconv.FormatInt(i, 10))},
+				Payload: domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceList, Paid: []string{domain.PlaceResource("growth-" + strconv.FormatInt(i, 10))},
 					CreditsDelta: -1, BalanceAfter: balance}}); err != nil {
 				return err
 			}
