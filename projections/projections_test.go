@@ -203,3 +203,65 @@ func TestAProjectionThatFailsMidBatchEndsEqualToARebuildFromZero(t *testing.T) {
 		t.Fatalf("read models after faults differ from a rebuild:\nfaults:  %v\nrebuilt: %v", afterFaults, rebuilt)
 	}
 }
+
+// countingProjection counts the ranges its projection is handed.
+type countingProjection struct {
+	projections.Projection
+	ranges atomic.Int64
+}
+
+func (c *countingProjection) Handle(ctx context.Context, from, to eventstore.Position) error {
+	c.ranges.Add(1)
+	return c.Projection.Handle(ctx, from, to)
+}
+
+// Under a steady trickle of commits a projection applies what gathered in one range per
+// Runner.Gather, not a transaction per commit: the charges of a loaded server commit a hundred
+// times a second, and five projections chasing each one cost PostgreSQL more than the charges.
+func TestAProjectionGathersSteadyCommitsIntoFewRanges(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	acc := commands.Accounts{Store: store, Clock: fixedClock}
+	id, err := acc.OpenAccount(bg, "Trickle", "t@test.example", eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	balances := &countingProjection{Projection: projections.SQL{Pool: pool, Applier: projections.Balances{}}}
+	const gather = 400 * time.Millisecond
+	runner := &projections.Runner{Pool: pool, Projections: []projections.Projection{balances}, Gather: gather}
+	store.OnAppend = runner.Wake
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer runner.Close()
+	start := time.Now()
+	const purchases = 40
+	for i := range purchases {
+		if _, err := acc.Purchase(bg, id, 500, fmt.Sprint("trickle-", i), eventstore.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+		store.Appended()
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitCtx, stop := context.WithTimeout(bg, 2*time.Minute)
+	defer stop()
+	if err := projections.WaitCaughtUp(waitCtx, pool, []projections.Projection{balances}); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	// One range may start at once after each idle spell; otherwise ranges start at least
+	// `gather` apart, whatever the machine's speed (a slow machine only means fewer).
+	most := int64(elapsed/gather) + 2
+	if got := balances.ranges.Load(); got > most {
+		t.Fatalf("%d commits over %v were applied in %d ranges, want at most %d (one per %v)", purchases, elapsed, got, most, gather)
+	}
+	var purchased int64
+	if err := pool.QueryRow(bg, `SELECT purchased_credits FROM rm_balances WHERE account_id = $1`, id).Scan(&purchased); err != nil {
+		t.Fatal(err)
+	}
+	if purchased != purchases*domain.CreditsForCents(500) {
+		t.Fatalf("projected %d purchased credits, want %d", purchased, purchases*domain.CreditsForCents(500))
+	}
+}

@@ -29,6 +29,7 @@ type rangeSubscriber struct {
 	projection Projection
 	batchSize  int
 	poll       time.Duration
+	gather     time.Duration // least time between the starts of two batches that are not full
 	wake       chan struct{}
 
 	closeOnce sync.Once
@@ -62,6 +63,7 @@ func (s *rangeSubscriber) Subscribe(ctx context.Context, _ string) (<-chan *mess
 
 func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) {
 	var at eventstore.Position
+	var next time.Time // the next batch starts no earlier
 	synced := false
 	for {
 		if !synced {
@@ -74,12 +76,21 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 			}
 			at, synced = cp, true
 		}
+		if !s.pause(ctx, time.Until(next)) {
+			return
+		}
+		started := time.Now()
 		end, n, err := eventstore.NextBatch(ctx, s.pool, at, s.batchSize)
 		if err != nil || n == 0 {
 			if !s.sleep(ctx, s.poll) {
 				return
 			}
 			continue
+		}
+		next = time.Time{}
+		if n < s.batchSize {
+			// Caught up: let the next commits gather into one batch (Runner.Gather).
+			next = started.Add(s.gather)
 		}
 		payload, _ := json.Marshal(batchRange{From: at, To: end})
 		msg := message.NewMessage(watermill.NewUUID(), payload)
@@ -121,6 +132,23 @@ func (s *rangeSubscriber) sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-s.wake:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.closed:
+		return false
+	}
+}
+
+// pause waits d, deaf to Wake; false when the subscriber is stopping.
+func (s *rangeSubscriber) pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
 		return true
 	case <-ctx.Done():
 		return false
