@@ -61,7 +61,12 @@ func connect(ctx context.Context) (*pgxpool.Pool, error) {
 	if url == "" {
 		return nil, errors.New("DATABASE_URL is not set")
 	}
-	return pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["jit"] = "off" // as the service's own connections (app.OpenDB)
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
 func writeJSON(name string, v any) error {
