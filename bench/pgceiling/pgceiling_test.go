@@ -73,7 +73,12 @@ func scratchTable(b *testing.B, pool *pgxpool.Pool) string {
 
 // parallel runs body from `connections` goroutines and reports rows/s.
 func parallel(b *testing.B, rowsPerOp int, body func(ctx context.Context) error) {
-	b.SetParallelism(max(1, connections/runtime.GOMAXPROCS(0)))
+	parallelFrom(b, connections, rowsPerOp, body)
+}
+
+// parallelFrom runs body from about `callers` goroutines and reports rows/s.
+func parallelFrom(b *testing.B, callers, rowsPerOp int, body func(ctx context.Context) error) {
+	b.SetParallelism(max(1, callers/runtime.GOMAXPROCS(0)))
 	start := time.Now()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -121,7 +126,14 @@ func BenchmarkPostgresInsertBatched50(b *testing.B) {
 // BenchmarkChargeParallel meters place-detail requests through commands.Meter, as kyapi serve
 // wires it, from 16 goroutines over 64 accounts: the append path of a metered request without
 // HTTP, the index or the read models.
-func BenchmarkChargeParallel(b *testing.B) {
+func BenchmarkChargeParallel(b *testing.B) { chargeFrom(b, connections) }
+
+// BenchmarkChargeInFlight800 is BenchmarkChargeParallel with 800 charges in flight: as many
+// appends as BenchmarkPostgresInsertBatched50 has rows in flight (16 connections × 50), so
+// the two compare the same load, and the meter's batches can fill as the ceiling's do.
+func BenchmarkChargeInFlight800(b *testing.B) { chargeFrom(b, connections*50) }
+
+func chargeFrom(b *testing.B, inFlight int) {
 	pool := openPool(b)
 	ctx := context.Background()
 	if _, err := migrations.Apply(ctx, pool); err != nil {
@@ -158,7 +170,7 @@ func BenchmarkChargeParallel(b *testing.B) {
 		callers = append(callers, c)
 	}
 	var seq atomic.Int64
-	parallel(b, 1, func(ctx context.Context) error {
+	parallelFrom(b, inFlight, 1, func(ctx context.Context) error {
 		n := seq.Add(1)
 		_, err := meter.Charge(ctx, commands.ChargeRequest{
 			Caller:    callers[n%int64(len(callers))],

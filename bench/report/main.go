@@ -304,11 +304,15 @@ func (r *report) write() string {
 	r.p("")
 	batched, okB := find(pg, "BenchmarkPostgresInsertBatched50")
 	single, okS := find(pg, "BenchmarkPostgresInsertSingleRow")
-	charge, okC := find(pg, "BenchmarkChargeParallel")
+	charge, okC := find(pg, "BenchmarkChargeInFlight800")
+	if c16, ok16 := find(pg, "BenchmarkChargeParallel"); ok16 && okB {
+		r.p("With 16 charges in flight (BenchmarkChargeParallel) the meter's batches hold at most 16: %s charges/s, %.3f× the ceiling.",
+			thousands(c16.rate(1)), c16.rate(1)/batched.rate(50))
+	}
 	if okB && okC {
 		ceiling := batched.rate(50)
 		ratio := charge.rate(1) / ceiling
-		r.p("**Charge appends / batched-INSERT ceiling: %.3f×** (%s charges/s vs %s rows/s).", ratio, thousands(charge.rate(1)), thousands(ceiling))
+		r.p("**Charge appends / batched-INSERT ceiling: %.3f×** (%s charges/s with 800 in flight, as the ceiling has 16 × 50 rows in flight, vs %s rows/s).", ratio, thousands(charge.rate(1)), thousands(ceiling))
 		if okS {
 			r.p("Against the single-row INSERT ceiling (%s rows/s): %.2f×.", thousands(single.rate(1)), charge.rate(1)/single.rate(1))
 		}
