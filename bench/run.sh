@@ -165,6 +165,8 @@ fi
 
 log "kyapi rebuild"
 "$out/bin/kyapi" rebuild 2>&1 | tr '\r' '\n' | grep -E 'events in|rebuilt' | tee "$out/rebuild.txt"
+# Events per kind of stream: the catalog and the place index read only their own streams.
+psql "$db_url" -AtF $'\t' -c "SELECT split_part(stream_id, '-', 1), sum(version) FROM streams GROUP BY 1 ORDER BY 1" >"$out/rebuild-streams.txt"
 
 log "digest and verify on a store of 1,000,000 events"
 DATABASE_URL=$base_url go test -run '^$' -bench 'BenchmarkDigest1M' -benchtime 1x -count 1 ./audit/ | tee "$out/digest.txt"

@@ -397,6 +397,22 @@ func (r *report) rebuild() {
 		}
 	}
 	r.p("")
+	kinds := map[string]int64{}
+	for line := range strings.Lines(r.text("rebuild-streams.txt")) {
+		kind, n, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if v, err := strconv.ParseInt(n, 10, 64); ok && err == nil {
+			kinds[kind] = v
+		}
+	}
+	if len(kinds) > 0 {
+		catalog := kinds["town"] + kinds["place"] + kinds["event"]
+		r.p("Of the store's events, %s are the catalog's (towns, places, calendar events) and %s the accounts'.",
+			thousands(float64(catalog)), thousands(float64(kinds["account"])))
+		r.p("Each projection passes over every position but reads only its own streams (`StreamPrefixes`):")
+		r.p("the account projections' cost follows the charges, the catalog's and the place index's the %s", thousands(float64(catalog)))
+		r.p("catalog records (the place index only the %s places), whatever the charges around them.", thousands(float64(kinds["place"])))
+		r.p("")
+	}
 	if slowest >= 0 {
 		r.check("kyapi rebuild, slowest projection ("+slowestName+")", "≥ 100,000 events/s", slowest, 100000, true, "events/s")
 	}
