@@ -282,31 +282,34 @@ type segmented struct {
 	pending int
 }
 
-// plan splits the streams into units of about SegmentEvents events.
+// maxUnitStreams bounds the streams of one unit: a unit's states (and its account rows, read
+// when it finishes) are in memory at once, so a store of many small streams (a hundred
+// thousand accounts given a bonus) must not put them all in one unit.
+const maxUnitStreams = 1000
+
+// plan splits the streams into units of about SegmentEvents events and at most maxUnitStreams
+// streams. A unit's streams are a sub-slice of streams, not a copy.
 func (a *auditor) plan(ctx context.Context, tx pgx.Tx, streams []streamInfo) ([]unit, int64, error) {
 	var units []unit
 	var total int64
-	var cur unit
-	var curEvents int64
-	flush := func() {
-		if len(cur.streams) > 0 {
-			units = append(units, cur)
+	first, curEvents := 0, int64(0) // the current unit is streams[first:i]
+	flush := func(i int) {
+		if i > first {
+			units = append(units, unit{streams: streams[first:i:i], from: a.opts.FromPosition, to: a.opts.ToPosition})
 		}
-		cur, curEvents = unit{from: a.opts.FromPosition, to: a.opts.ToPosition}, 0
+		first, curEvents = i, 0
 	}
-	flush()
-	for _, s := range streams {
+	for i, s := range streams {
 		n := s.head.Version
 		total += n
 		if n <= a.opts.SegmentEvents {
-			if curEvents+n > a.opts.SegmentEvents {
-				flush()
+			if curEvents+n > a.opts.SegmentEvents || i-first >= maxUnitStreams {
+				flush(i)
 			}
-			cur.streams = append(cur.streams, s)
 			curEvents += n
 			continue
 		}
-		flush()
+		flush(i)
 		bounds, err := segmentBounds(ctx, tx, s.head.No, a.opts.SegmentEvents)
 		if err != nil {
 			return nil, 0, err
@@ -317,17 +320,18 @@ func (a *auditor) plan(ctx context.Context, tx pgx.Tx, streams []streamInfo) ([]
 			if cut <= lo || cut > a.opts.ToPosition {
 				continue
 			}
-			segs = append(segs, unit{streams: []streamInfo{s}, from: lo, to: cut - 1})
+			segs = append(segs, unit{streams: streams[i : i+1 : i+1], from: lo, to: cut - 1})
 			lo = cut
 		}
-		segs = append(segs, unit{streams: []streamInfo{s}, from: lo, to: a.opts.ToPosition})
-		for i := range segs {
-			segs[i].segment = &segment{stream: s, index: i, last: i == len(segs)-1}
+		segs = append(segs, unit{streams: streams[i : i+1 : i+1], from: lo, to: a.opts.ToPosition})
+		for j := range segs {
+			segs[j].segment = &segment{stream: s, index: j, last: j == len(segs)-1}
 		}
 		a.segments[s.head.No] = &segmented{parts: make([]*streamState, len(segs)), pending: len(segs)}
 		units = append(units, segs...)
+		first = i + 1
 	}
-	flush()
+	flush(len(streams))
 	return units, total, nil
 }
 

@@ -350,3 +350,62 @@ func TestAnAuditOfAStoreLargerThanItsMemoryBoundStaysUnderIt(t *testing.T) {
 		t.Fatalf("the audit's heap grew by %d MB auditing %d events; want under %d MB", grew>>20, rep.Events, bound>>20)
 	}
 }
+
+// The audit's memory follows the streams a unit holds, not the store: a store of many small
+// streams (a hundred thousand accounts given a bonus, a large catalog) is cut into units of
+// a bounded number of streams, so their states and account rows are never all in memory.
+func TestAnAuditOfManySmallStreamsKeepsFewOfTheirStatesAtOnce(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	const streams = 60_000
+	ids := make([]string, streams)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("place-many-%06d", i)
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		heads, err := eventstore.OpenHeads(ctx, tx, true, ids...)
+		if err != nil {
+			return err
+		}
+		var b eventstore.Batch
+		for _, id := range ids {
+			if _, err := b.Add(heads[id], noon, eventstore.NewEvent{Type: "Note", Payload: map[string]int{"n": 1}}); err != nil {
+				return err
+			}
+		}
+		return eventstore.Write(ctx, tx, &b)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What must stay in memory is the list of streams (about 200 bytes each); a state per
+	// stream held for all of them at once took several times that.
+	const bound = 48 << 20
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	go func() {
+		var m runtime.MemStats
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+		}
+	}()
+	rep, out := run(t, pool, audit.Options{Workers: 2})
+	close(done)
+	if rep.Streams != streams || rep.Events != streams || len(rep.Differences) != 0 {
+		t.Fatalf("audit %+v:\n%s", rep, out)
+	}
+	if grew := int64(peak.Load()) - int64(base.HeapInuse); grew > bound {
+		t.Fatalf("the audit's heap grew by %d MB auditing %d streams of one event; want under %d MB", grew>>20, streams, bound>>20)
+	}
+	t.Logf("heap grew by at most %d MB", (int64(peak.Load())-int64(base.HeapInuse))>>20)
+}

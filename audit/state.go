@@ -69,7 +69,7 @@ type streamState struct {
 }
 
 func (a *auditor) newState(s streamInfo) *streamState {
-	return &streamState{a: a, info: s, days: map[dayKey]*daySum{}}
+	return &streamState{a: a, info: s} // days: made by day() for the streams that have any
 }
 
 func (s *streamState) diff(format string, args ...any) {
@@ -99,7 +99,7 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, withSums bool) erro
 	s.all.merge(folded)
 	s.atBalance.merge(folded)
 	for _, d := range st.Days {
-		s.days[dayKey{d.Day, d.Kind}] = &daySum{DayFigures: d.DayFigures, version: d.Version, balanceAfter: d.BalanceAfter}
+		*s.day(dayKey{d.Day, d.Kind}) = daySum{DayFigures: d.DayFigures, version: d.Version, balanceAfter: d.BalanceAfter}
 	}
 	return nil
 }
@@ -191,6 +191,9 @@ func (s *streamState) add(e eventstore.Event) {
 func (s *streamState) day(k dayKey) *daySum {
 	d := s.days[k]
 	if d == nil {
+		if s.days == nil {
+			s.days = map[dayKey]*daySum{}
+		}
 		d = &daySum{}
 		s.days[k] = d
 	}
