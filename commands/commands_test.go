@@ -17,6 +17,7 @@ import (
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/projections"
 )
 
 // clock is a settable test clock.
@@ -460,6 +461,23 @@ func TestAccountTotalsEqualTheEventsSums(t *testing.T) {
 	want := commands.AccountTotals{PurchasedCredits: 1400 + 4*1000, BonusCredits: 33, ChargedCredits: 13, RequestsCharged: 13, RequestsDeduplicated: 27}
 	if l.totals != want || !l.consistent() {
 		t.Fatalf("totals %+v (ledger %+v); want %+v", l.totals, l, want)
+	}
+	// The balances read model, rebuilt from position 0, holds the same totals.
+	balances := projections.SQL{Pool: s.pool, Applier: projections.Balances{}}
+	if err := balances.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := projections.CatchUp(ctx, s.pool, balances, 7, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rebuilt commands.AccountTotals
+	if err := s.pool.QueryRow(ctx, `SELECT purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
+		FROM rm_balances WHERE account_id = $1`, id).Scan(&rebuilt.PurchasedCredits, &rebuilt.BonusCredits, &rebuilt.ChargedCredits,
+		&rebuilt.RequestsCharged, &rebuilt.RequestsDeduplicated); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt != want {
+		t.Fatalf("rebuilt rm_balances totals %+v; want %+v", rebuilt, want)
 	}
 	auditClean(t, s.pool)
 }
