@@ -125,30 +125,24 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 	}
 }
 
+// sleep waits d, or less if Wake is called; false when the subscriber is stopping.
 func (s *rangeSubscriber) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.wake:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.closed:
-		return false
-	}
+	return s.wait(ctx, d, s.wake)
 }
 
 // pause waits d, deaf to Wake; false when the subscriber is stopping.
 func (s *rangeSubscriber) pause(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
+	return d <= 0 || s.wait(ctx, d, nil)
+}
+
+// wait waits d or until wake delivers (a nil wake never does).
+func (s *rangeSubscriber) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return true
+	case <-wake:
 		return true
 	case <-ctx.Done():
 		return false
