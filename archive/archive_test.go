@@ -113,7 +113,7 @@ func (h *history) charge(t *testing.T, a account, i int) {
 // options archive below position `before`, three days after the history's last event.
 func (h *history) options(t *testing.T, before int64) archive.Options {
 	var names []string
-	for _, a := range projections.SQLAppliers("https://api.test") {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		names = append(names, a.Name())
 	}
 	return archive.Options{Before: before, File: filepath.Join(t.TempDir(), "archive.jsonl.gz"), Now: h.now().AddDate(0, 0, 3), Projections: names}
@@ -137,7 +137,7 @@ func count(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) int64 {
 
 func catchUp(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	for _, a := range projections.SQLAppliers("https://api.test") {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		for deadline := time.Now().Add(time.Minute); ; {
 			if _, err := projections.CatchUp(ctx, pool, p, 1000, nil); err != nil {

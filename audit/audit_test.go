@@ -68,7 +68,7 @@ func (w world) charge(t testing.TB, place string) {
 // catchUp brings the shared read models up to the store head.
 func catchUp(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	for _, a := range projections.SQLAppliers("https://api.test") {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		for deadline := time.Now().Add(time.Minute); ; {
 			if _, err := projections.CatchUp(ctx, pool, p, 1000, nil); err != nil {
@@ -86,7 +86,7 @@ func catchUp(t testing.TB, pool *pgxpool.Pool) {
 
 func rebuild(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	for _, a := range projections.SQLAppliers("https://api.test") {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		if err := (projections.SQL{Pool: pool, Applier: a}).Reset(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for _, p := range pools {
-		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, "https://api.test"), Poll: 5 * time.Millisecond}
+		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, time.Now), Poll: 5 * time.Millisecond}
 		if err := runner.Start(runCtx); err != nil {
 			t.Fatal(err)
 		}

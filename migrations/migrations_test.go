@@ -100,7 +100,7 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 	if checkpointPos != 4 {
 		t.Fatalf("the usage checkpoint moved to %d", checkpointPos)
 	}
-	for _, a := range projections.SQLAppliers("https://api.test") {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		if _, err := projections.CatchUp(ctx, pool, projections.SQL{Pool: pool, Applier: a}, 100, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -13,11 +15,13 @@ import (
 
 // Catalog projects the catalog events into rm_towns, rm_places and rm_events. Each row
 // holds the record as last imported; rm_places also derives is_chain (decisions §1: marked
-// is_chain, or a normalized name shared by domain.ChainThreshold or more places).
+// is_chain, or a normalized name shared by domain.ChainThreshold or more places) and holds
+// the place rendered as the read API serves it (domain.RenderPlace), canonical_url apart:
+// its base is the serving process's setting, so a new base needs no rebuild.
 type Catalog struct {
-	// CanonicalBaseURL is kept for the read side, which builds canonical_url from it with
-	// domain.CanonicalURL; rows store the place id only, so a new base needs no rebuild.
-	CanonicalBaseURL string
+	// Clock dates the field_trust rendered into a place's detail; the read API serves it
+	// while the request's instant lies in the stored trust window, and renders afresh outside.
+	Clock func() time.Time
 }
 
 // Name identifies the projection's checkpoint.
@@ -29,8 +33,9 @@ func (Catalog) StreamPrefixes() []string {
 	return []string{domain.TownStream(""), domain.PlaceStream(""), domain.CalendarEventStream("")}
 }
 
-// catalogChunk bounds the rows of one upsert statement.
-const catalogChunk = 5000
+// catalogChunk bounds the rows of one upsert statement. Places are several kB each: in
+// larger chunks encoding the statement's arrays costs more than the statement.
+const catalogChunk = 500
 
 // Apply upserts the records of the imported events and ignores every other event type.
 // The newest version of a record wins, within the batch and against the row already
@@ -52,7 +57,7 @@ func (c Catalog) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event
 	if err := catalogApplyTowns(ctx, tx, towns.events()); err != nil {
 		return err
 	}
-	if err := catalogApplyPlaces(ctx, tx, places.events()); err != nil {
+	if err := catalogApplyPlaces(ctx, tx, places.events(), c.Clock()); err != nil {
 		return err
 	}
 	return catalogApplyEvents(ctx, tx, cal.events())
@@ -129,8 +134,11 @@ func catalogApplyTowns(ctx context.Context, tx pgx.Tx, events []eventstore.Event
 	})
 }
 
-func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	return catalogChunks(events, func(events []eventstore.Event) error {
+func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Event, now time.Time) error {
+	// The names whose chain flag may change: every name written, and every name a renamed
+	// place leaves. They are recounted once, after every chunk.
+	var touched []string
+	err := catalogChunks(events, func(events []eventstore.Event) error {
 		n := len(events)
 		var (
 			ids, names, norms, cats, docs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -140,6 +148,10 @@ func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Even
 			counts                        = make([]*int, n)
 			versions                      = make([]int64, n)
 			updated                       = make([]any, n)
+			rowJSON, detailJSON           = make([]string, n), make([]string, n)
+			menuJSON, reviewsJSON         = make([]*string, n), make([]*string, n)
+			menuItems                     = make([]int, n)
+			trustFrom, trustUntil         = make([]*time.Time, n), make([]*time.Time, n)
 		)
 		for i, e := range events {
 			var p domain.Place
@@ -151,54 +163,85 @@ func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Even
 			gems[i], marked[i], menus[i], reviews[i] = p.IsGem, p.IsChain, len(p.Menu) > 0, p.ReviewSummary != nil
 			scores[i], ratings[i], lats[i], lngs[i] = p.LocalGemScore, p.Rating, p.Latitude, p.Longitude
 			counts[i], versions[i], updated[i] = p.RatingCount, e.Version, e.RecordedAt
+			v, err := domain.RenderPlace(p, e.RecordedAt, now)
+			if err != nil {
+				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+			}
+			rowJSON[i], detailJSON[i], menuItems[i] = string(v.Row), string(v.Detail), v.MenuItems
+			menuJSON[i], reviewsJSON[i] = optionalText(v.Menu), optionalText(v.Reviews)
+			trustFrom[i], trustUntil[i] = v.TrustFrom, v.TrustUntil
 		}
-		// A renamed place leaves its old name: both names need their chain flag recounted.
-		var oldNames []string
 		rows, err := tx.Query(ctx, `SELECT DISTINCT normalized_name FROM rm_places WHERE place_id = ANY($1)`, ids)
 		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
 		}
-		if oldNames, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		oldNames, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
 		}
+		touched = append(append(touched, norms...), oldNames...)
 		_, err = tx.Exec(ctx, `
 			INSERT INTO rm_places (place_id, town_slug, name, normalized_name, category, is_gem,
 				marked_chain, is_chain, local_gem_score, rating, rating_count, latitude, longitude,
-				doc, has_menu, has_review, version, updated_at)
+				doc, has_menu, has_review, version, updated_at,
+				row_json, detail_json, trust_from, trust_until, menu_json, menu_items, reviews_json)
 			SELECT place_id, town_slug, name, normalized_name, category, is_gem,
 				marked_chain, marked_chain, local_gem_score, rating, rating_count, latitude, longitude,
-				doc::jsonb, has_menu, has_review, version, updated_at
+				doc, has_menu, has_review, version, updated_at,
+				row_json, detail_json, trust_from, trust_until, menu_json, menu_items, reviews_json
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[],
 				$7::bool[], $8::float8[], $9::float8[], $10::int[], $11::float8[], $12::float8[],
-				$13::text[], $14::bool[], $15::bool[], $16::bigint[], $17::timestamptz[])
+				$13::text[], $14::bool[], $15::bool[], $16::bigint[], $17::timestamptz[],
+				$18::text[], $19::text[], $20::timestamptz[], $21::timestamptz[], $22::text[],
+				$23::int[], $24::text[])
 				AS n(place_id, town_slug, name, normalized_name, category, is_gem,
 					marked_chain, local_gem_score, rating, rating_count, latitude, longitude,
-					doc, has_menu, has_review, version, updated_at)
+					doc, has_menu, has_review, version, updated_at,
+					row_json, detail_json, trust_from, trust_until, menu_json, menu_items, reviews_json)
 			ON CONFLICT (place_id) DO UPDATE SET town_slug = EXCLUDED.town_slug, name = EXCLUDED.name,
 				normalized_name = EXCLUDED.normalized_name, category = EXCLUDED.category,
 				is_gem = EXCLUDED.is_gem, marked_chain = EXCLUDED.marked_chain,
 				local_gem_score = EXCLUDED.local_gem_score, rating = EXCLUDED.rating,
 				rating_count = EXCLUDED.rating_count, latitude = EXCLUDED.latitude,
 				longitude = EXCLUDED.longitude, doc = EXCLUDED.doc, has_menu = EXCLUDED.has_menu,
-				has_review = EXCLUDED.has_review, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at
+				has_review = EXCLUDED.has_review, version = EXCLUDED.version, updated_at = EXCLUDED.updated_at,
+				row_json = EXCLUDED.row_json, detail_json = EXCLUDED.detail_json,
+				trust_from = EXCLUDED.trust_from, trust_until = EXCLUDED.trust_until,
+				menu_json = EXCLUDED.menu_json, menu_items = EXCLUDED.menu_items,
+				reviews_json = EXCLUDED.reviews_json
 			WHERE rm_places.version <= EXCLUDED.version`,
 			ids, towns, names, norms, cats, gems, marked, scores, ratings, counts, lats, lngs,
-			docs, menus, reviews, versions, updated)
+			docs, menus, reviews, versions, updated,
+			rowJSON, detailJSON, trustFrom, trustUntil, menuJSON, menuItems, reviewsJSON)
 		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE rm_places p SET is_chain = p.marked_chain OR c.n >= $2
-			FROM (SELECT normalized_name, count(*) AS n FROM rm_places
-				WHERE normalized_name = ANY($1) GROUP BY 1) c
-			WHERE p.normalized_name = c.normalized_name
-			  AND p.is_chain IS DISTINCT FROM (p.marked_chain OR c.n >= $2)`,
-			append(norms, oldNames...), domain.ChainThreshold)
-		if err != nil {
-			return fmt.Errorf("catalog projection: chain flags: %w", err)
-		}
 		return nil
 	})
+	if err != nil || len(touched) == 0 {
+		return err
+	}
+	slices.Sort(touched)
+	_, err = tx.Exec(ctx, `
+		UPDATE rm_places p SET is_chain = p.marked_chain OR c.n >= $2
+		FROM (SELECT normalized_name, count(*) AS n FROM rm_places
+			WHERE normalized_name = ANY($1) GROUP BY 1) c
+		WHERE p.normalized_name = c.normalized_name
+		  AND p.is_chain IS DISTINCT FROM (p.marked_chain OR c.n >= $2)`,
+		slices.Compact(touched), domain.ChainThreshold)
+	if err != nil {
+		return fmt.Errorf("catalog projection: chain flags: %w", err)
+	}
+	return nil
+}
+
+// optionalText is b as a nullable text column: NULL when b is nil.
+func optionalText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	s := string(b)
+	return &s
 }
 
 func catalogApplyEvents(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {

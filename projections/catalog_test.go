@@ -48,7 +48,7 @@ func catalogImport(t testing.TB, pool *pgxpool.Pool, in []byte) []eventstore.Eve
 func catalogApply(t testing.TB, pool *pgxpool.Pool, evs []eventstore.Event) {
 	t.Helper()
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		return projections.Catalog{}.Apply(context.Background(), tx, evs)
+		return projections.Catalog{Clock: func() time.Time { return catalogNow }}.Apply(context.Background(), tx, evs)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,11 +97,20 @@ func TestTheCatalogProjectionHoldsEveryImportedRecord(t *testing.T) {
 	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_events`); n != stats.Events {
 		t.Errorf("%d events, want %d", n, stats.Events)
 	}
-	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_menu AND jsonb_array_length(doc->'menu') > 0`); n != stats.Menus {
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_menu AND menu_items > 0
+		AND jsonb_array_length(menu_json::jsonb) = menu_items AND menu_json::jsonb = doc::jsonb->'menu'`); n != stats.Menus {
 		t.Errorf("%d places with a menu, want %d", n, stats.Menus)
 	}
-	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_review AND doc->'review_summary'->>'summary' <> ''`); n != stats.Reviews {
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE has_review
+		AND reviews_json::jsonb->>'summary' = doc::jsonb->'review_summary'->>'summary' AND reviews_json::jsonb->>'summary' <> ''`); n != stats.Reviews {
 		t.Errorf("%d places with a review summary, want %d", n, stats.Reviews)
+	}
+	// Every place is stored ready to serve: its row, its detail and a trust window that
+	// holds the instant of the projection.
+	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE (row_json || '"x"' || detail_json)::jsonb->>'place_id' = place_id
+		AND (trust_from IS NULL OR trust_from < $1) AND (trust_until IS NULL OR trust_until >= $1)
+		AND (menu_json IS NULL) = (menu_items = 0) AND (menu_json IS NULL) <> has_menu AND (reviews_json IS NULL) <> has_review`, catalogNow); n != stats.Places {
+		t.Errorf("%d places stored ready to serve, want %d", n, stats.Places)
 	}
 	// Every place marked as a chain is one, and every name at 3+ places is one.
 	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE marked_chain AND NOT is_chain`); n != 0 {

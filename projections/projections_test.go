@@ -96,7 +96,7 @@ func dump(t *testing.T, pool *pgxpool.Pool) map[string][][]any {
 func TestProjectionsFollowTheStoreThroughWatermill(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
-	ps := projections.All(pool, nil, "https://api.test")
+	ps := projections.All(pool, nil, time.Now)
 	runner := &projections.Runner{Pool: pool, Projections: ps}
 	store.OnAppend = runner.Wake
 	ctx, cancel := context.WithCancel(bg)

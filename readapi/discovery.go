@@ -73,7 +73,7 @@ func (s *Server) fillByPopularity(r *http.Request, items []trendingItem) ([]tren
 			ids = append(ids, h.PlaceID)
 		}
 	}
-	places, err := s.loadPlaces(r.Context(), ids)
+	places, err := s.loadSummaries(r.Context(), ids)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package readapi
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -20,9 +22,25 @@ type apiMeta struct {
 	OmittedUnpaid     *int  `json:"omitted_unpaid,omitempty"`
 }
 
-type envelope struct {
-	Data any     `json:"data"`
-	Meta apiMeta `json:"meta"`
+// rawJSON is a payload stored already encoded, as encoding/json writes it (HTML escaped,
+// compact): the envelope writes it as is, without decoding or re-validating it.
+type rawJSON []byte
+
+// jsonArray joins encoded items into one JSON array.
+func jsonArray(items []rawJSON) rawJSON {
+	n := 2
+	for _, it := range items {
+		n += len(it) + 1
+	}
+	out := make(rawJSON, 0, n)
+	out = append(out, '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
 }
 
 // serveObject charges a fixed-cost operation for its one resource and writes data.
@@ -41,8 +59,7 @@ func (s *Server) serveFixed(w http.ResponseWriter, r *http.Request, c caller, op
 	if err != nil {
 		return err
 	}
-	writeMetered(w, op, res, data, count)
-	return nil
+	return writeMetered(w, op, res, data, count)
 }
 
 // serveRows charges a per-row operation, one resource per row in result order, and writes
@@ -59,8 +76,11 @@ func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 		}
 	}
 	n := len(served)
-	writeMetered(w, op, res, served, &n)
-	return nil
+	var data any = served
+	if raw, ok := any(served).([]rawJSON); ok {
+		data = jsonArray(raw)
+	}
+	return writeMetered(w, op, res, data, &n)
 }
 
 func (s *Server) charge(r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
@@ -68,7 +88,7 @@ func (s *Server) charge(r *http.Request, c caller, op domain.Operation, resource
 }
 
 // writeMetered is the one place that builds meta and writes a metered success.
-func writeMetered(w http.ResponseWriter, op domain.Operation, res commands.ChargeResult, data any, count *int) {
+func writeMetered(w http.ResponseWriter, op domain.Operation, res commands.ChargeResult, data any, count *int) error {
 	meta := apiMeta{
 		CreditsUsed:      res.Credits,
 		CreditsRemaining: res.Balance,
@@ -83,6 +103,23 @@ func writeMetered(w http.ResponseWriter, op domain.Operation, res commands.Charg
 		partial, omitted := true, res.OmittedUnpaid
 		meta.Partial, meta.OmittedUnpaid = &partial, &omitted
 	}
+	// {"data":…,"meta":…} as encoding/json writes the struct of the two, with a stored
+	// payload spliced in as it is.
+	payload, ok := data.(rawJSON)
+	if !ok {
+		var err error
+		if payload, err = json.Marshal(data); err != nil {
+			return fmt.Errorf("encode %s payload: %w", op, err)
+		}
+	}
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("encode meta: %w", err)
+	}
+	body := make([]byte, 0, len(payload)+len(m)+20)
+	body = append(append(body, `{"data":`...), payload...)
+	body = append(append(append(body, `,"meta":`...), m...), "}\n"...)
 	w.Header().Set("X-Credits-Remaining", strconv.FormatInt(res.Balance, 10))
-	httpx.WriteJSON(w, http.StatusOK, envelope{Data: data, Meta: meta})
+	httpx.WriteJSONBody(w, http.StatusOK, body)
+	return nil
 }

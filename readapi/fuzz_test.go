@@ -65,7 +65,7 @@ func newFuzzServer(tb testing.TB) (h http.Handler, key string, balance func() in
 	}
 	events := fuzzReadEvents(tb, pool, imported.Towns+imported.Places+imported.Events)
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return projections.Catalog{CanonicalBaseURL: baseURL}.Apply(ctx, tx, events)
+		return projections.Catalog{Clock: clk}.Apply(ctx, tx, events)
 	}); err != nil {
 		tb.Fatalf("project catalog: %v", err)
 	}

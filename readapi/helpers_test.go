@@ -79,7 +79,7 @@ func newStack(t *testing.T) *stack {
 	}
 	events := readImported(t, pool, imported.Towns+imported.Places+imported.Events)
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return projections.Catalog{CanonicalBaseURL: baseURL}.Apply(ctx, tx, events)
+		return projections.Catalog{Clock: clk.Now}.Apply(ctx, tx, events)
 	}); err != nil {
 		t.Fatalf("project catalog: %v", err)
 	}

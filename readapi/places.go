@@ -1,11 +1,14 @@
 package readapi
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/projections/placeindex"
@@ -96,83 +99,97 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 	for i, h := range hits {
 		ids[i] = h.PlaceID
 	}
-	places, err := s.loadPlaces(r.Context(), ids)
+	stored, err := s.loadRows(r.Context(), ids)
 	if err != nil {
 		return err
 	}
-	rows := make([]placeRow, 0, len(hits))
+	rows := make([]rawJSON, 0, len(hits))
 	resources := make([]string, 0, len(hits))
 	for _, h := range hits {
-		p, ok := places[h.PlaceID]
+		row, ok := stored[h.PlaceID]
 		if !ok {
 			continue
 		}
-		row := s.placeRow(p)
 		if withDistance {
-			d := h.DistanceKm
-			row.DistanceKm = &d
+			d, _ := json.Marshal(h.DistanceKm) // as the encoder writes a float64
+			row = append(append(row, `,"distance_km":`...), d...)
 		}
-		rows = append(rows, row)
-		resources = append(resources, domain.PlaceResource(p.PlaceID))
+		rows = append(rows, append(row, '}'))
+		resources = append(resources, domain.PlaceResource(h.PlaceID))
 	}
 	return serveRows(s, w, r, c, op, resources, rows)
 }
 
 // placeDetail answers GET /api/data/places/{placeId}.
 func (s *Server) placeDetail(w http.ResponseWriter, r *http.Request, c caller) error {
-	p, err := s.existingPlace(r)
+	id := mux.Vars(r)["placeId"]
+	detail, ok, err := s.loadDetail(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	return s.serveObject(w, r, c, domain.OpPlaceDetail, domain.PlaceResource(p.PlaceID), s.detail(p.Place, s.now()))
+	if !ok {
+		return errPlaceNotFound(id)
+	}
+	return s.serveObject(w, r, c, domain.OpPlaceDetail, domain.PlaceResource(id), detail)
 }
 
 // placeMenu answers GET /api/data/places/{placeId}/menu.
 func (s *Server) placeMenu(w http.ResponseWriter, r *http.Request, c caller) error {
-	p, err := s.existingPlace(r)
+	id := mux.Vars(r)["placeId"]
+	menu, items, ok, err := s.loadMenu(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	if len(p.Menu) == 0 {
-		return &notFoundError{codeNoMenuData, "place " + p.PlaceID + " has no menu data"}
+	if !ok {
+		return errPlaceNotFound(id)
 	}
-	return serveList(s, w, r, c, domain.OpPlaceMenu, domain.MenuResource(p.PlaceID), p.Menu)
+	if menu == nil {
+		return &notFoundError{codeNoMenuData, "place " + id + " has no menu data"}
+	}
+	return s.serveFixed(w, r, c, domain.OpPlaceMenu, domain.MenuResource(id), menu, &items)
 }
 
 // placeReviews answers GET /api/data/places/{placeId}/reviews.
 func (s *Server) placeReviews(w http.ResponseWriter, r *http.Request, c caller) error {
-	p, err := s.existingPlace(r)
+	id := mux.Vars(r)["placeId"]
+	summary, ok, err := s.loadReviews(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	rs := p.ReviewSummary
-	if rs == nil {
-		return &notFoundError{codeNoReviewData, "place " + p.PlaceID + " has no review summary"}
+	if !ok {
+		return errPlaceNotFound(id)
 	}
-	summary := reviewSummary{PlaceID: p.PlaceID, Headline: rs.Headline, Summary: rs.Summary,
-		Confidence: rs.Confidence, ReviewCount: rs.ReviewCount, GeneratedAt: p.UpdatedAt.UTC()}
-	if rs.GeneratedAt != nil {
-		summary.GeneratedAt = rs.GeneratedAt.UTC()
+	if summary == nil {
+		return &notFoundError{codeNoReviewData, "place " + id + " has no review summary"}
 	}
-	return s.serveObject(w, r, c, domain.OpReviews, domain.ReviewsResource(p.PlaceID), summary)
+	return s.serveObject(w, r, c, domain.OpReviews, domain.ReviewsResource(id), summary)
 }
 
 // relatedPlaces answers GET /api/data/places/{placeId}/related: other places of the same
 // top-level category within relatedRadiusKm, nearest first. A place without coordinates
 // has no neighbours; the answer is an empty list, charged like any other.
 func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
-	p, err := s.existingPlace(r)
+	id := mux.Vars(r)["placeId"]
+	var (
+		category string
+		lat, lng *float64
+	)
+	err := s.Pool.QueryRow(r.Context(), `SELECT category, latitude, longitude FROM rm_places WHERE place_id = $1`, id).
+		Scan(&category, &lat, &lng)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errPlaceNotFound(id)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("related places: %w", err)
 	}
 	items := []relatedItem{}
-	if p.Latitude != nil && p.Longitude != nil {
-		top, _, _ := strings.Cut(p.Category, ".")
+	if lat != nil && lng != nil {
+		top, _, _ := strings.Cut(category, ".")
 		res, err := s.Index.Near(r.Context(), placeindex.GeoQuery{
-			Center:         placeindex.GeoPoint{Lat: *p.Latitude, Lng: *p.Longitude},
+			Center:         placeindex.GeoPoint{Lat: *lat, Lng: *lng},
 			RadiusKm:       relatedRadiusKm,
 			CategoryPrefix: top,
-			ExcludeID:      p.PlaceID,
+			ExcludeID:      id,
 			Limit:          relatedLimit,
 		})
 		if err != nil {
@@ -182,7 +199,7 @@ func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller)
 		for i, h := range res.Hits {
 			ids[i] = h.PlaceID
 		}
-		places, err := s.loadPlaces(r.Context(), ids)
+		places, err := s.loadSummaries(r.Context(), ids)
 		if err != nil {
 			return err
 		}
@@ -198,18 +215,5 @@ func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller)
 			})
 		}
 	}
-	return serveList(s, w, r, c, domain.OpRelated, domain.RelatedResource(p.PlaceID), items)
-}
-
-// existingPlace loads the route's place, or gives a 404 not_found.
-func (s *Server) existingPlace(r *http.Request) (placeRecord, error) {
-	id := mux.Vars(r)["placeId"]
-	p, ok, err := s.loadPlace(r.Context(), id)
-	if err != nil {
-		return p, err
-	}
-	if !ok {
-		return p, errPlaceNotFound(id)
-	}
-	return p, nil
+	return serveList(s, w, r, c, domain.OpRelated, domain.RelatedResource(id), items)
 }

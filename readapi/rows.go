@@ -12,46 +12,125 @@ import (
 	"github.com/kyapi/kyapi/domain"
 )
 
-// placeRecord is a place as the catalog read model holds it.
-type placeRecord struct {
-	domain.Place
-	UpdatedAt time.Time // when the import that wrote it was recorded
-}
+// The read API serves places from the views the catalog projection stored in rm_places
+// (domain.RenderPlace): bytes ready to write, no document decoded per request. A place
+// whose row has no view yet (written before views existed), or whose detail was rendered
+// with a field_trust that no longer holds at the request's instant, is rendered from its
+// stored document instead; that costs a decode, and gives the same bytes a fresh view would.
 
-// loadPlace reads one place; ok is false when there is none.
-func (s *Server) loadPlace(ctx context.Context, id string) (p placeRecord, ok bool, err error) {
-	var doc []byte
-	err = s.Pool.QueryRow(ctx, `SELECT doc, updated_at FROM rm_places WHERE place_id = $1`, id).Scan(&doc, &p.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, false, nil
-	}
+// loadDetail reads the place detail payload of place id; ok is false when there is none.
+func (s *Server) loadDetail(ctx context.Context, id string) (data rawJSON, ok bool, err error) {
+	var v domain.PlaceView
+	err = s.Pool.QueryRow(ctx, `SELECT row_json, detail_json, trust_from, trust_until FROM rm_places WHERE place_id = $1`, id).
+		Scan(&v.Row, &v.Detail, &v.TrustFrom, &v.TrustUntil)
 	if err != nil {
-		return p, false, fmt.Errorf("load place: %w", err)
+		return nil, false, noRow(err, "load place")
 	}
-	if err := json.Unmarshal(doc, &p.Place); err != nil {
-		return p, false, fmt.Errorf("load place %s: %w", id, err)
+	now := s.now()
+	if v.Row == nil || !v.TrustHolds(now) {
+		if v, err = s.renderStored(ctx, id, now); err != nil {
+			return nil, false, err
+		}
 	}
-	return p, true, nil
+	return rawJSON(append(s.appendRow(nil, id, v.Row), v.Detail...)), true, nil
 }
 
-// loadPlaces reads the places with the given ids, keyed by id; ids without a row are
-// missing from the map.
-func (s *Server) loadPlaces(ctx context.Context, ids []string) (map[string]domain.Place, error) {
-	out := make(map[string]domain.Place, len(ids))
+// loadMenu reads the menu of place id as served and its number of items; found is false
+// when there is no such place, menu nil when the place has none.
+func (s *Server) loadMenu(ctx context.Context, id string) (menu rawJSON, items int, found bool, err error) {
+	var rendered bool
+	err = s.Pool.QueryRow(ctx, `SELECT row_json IS NOT NULL, menu_json, menu_items FROM rm_places WHERE place_id = $1`, id).
+		Scan(&rendered, &menu, &items)
+	if err != nil {
+		return nil, 0, false, noRow(err, "load menu")
+	}
+	if !rendered {
+		v, err := s.renderStored(ctx, id, s.now())
+		if err != nil {
+			return nil, 0, false, err
+		}
+		menu, items = v.Menu, v.MenuItems
+	}
+	return menu, items, true, nil
+}
+
+// loadReviews reads the review summary of place id as served; found is false when there
+// is no such place, summary nil when the place has none.
+func (s *Server) loadReviews(ctx context.Context, id string) (summary rawJSON, found bool, err error) {
+	var rendered bool
+	err = s.Pool.QueryRow(ctx, `SELECT row_json IS NOT NULL, reviews_json FROM rm_places WHERE place_id = $1`, id).
+		Scan(&rendered, &summary)
+	if err != nil {
+		return nil, false, noRow(err, "load reviews")
+	}
+	if !rendered {
+		v, err := s.renderStored(ctx, id, s.now())
+		if err != nil {
+			return nil, false, err
+		}
+		summary = v.Reviews
+	}
+	return summary, true, nil
+}
+
+// noRow is err, except that no row at all is no error: the loaders report it as not found.
+func noRow(err error, what string) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// renderStored renders place id from its stored document, as of now.
+func (s *Server) renderStored(ctx context.Context, id string, now time.Time) (domain.PlaceView, error) {
+	var doc []byte
+	var updated time.Time
+	err := s.Pool.QueryRow(ctx, `SELECT doc, updated_at FROM rm_places WHERE place_id = $1`, id).Scan(&doc, &updated)
+	if err != nil {
+		return domain.PlaceView{}, fmt.Errorf("load place %s: %w", id, err)
+	}
+	return renderDoc(doc, updated, now)
+}
+
+func renderDoc(doc []byte, updated, now time.Time) (domain.PlaceView, error) {
+	var p domain.Place
+	if err := json.Unmarshal(doc, &p); err != nil {
+		return domain.PlaceView{}, fmt.Errorf("load place: %w", err)
+	}
+	v, err := domain.RenderPlace(p, updated, now)
+	if err != nil {
+		return v, fmt.Errorf("render place %s: %w", p.PlaceID, err)
+	}
+	return v, nil
+}
+
+// loadRows reads the list rows of the places with the given ids, keyed by id, each up to
+// canonical_url's value included (close it, or add distance_km first); ids without a row
+// are missing from the map.
+func (s *Server) loadRows(ctx context.Context, ids []string) (map[string][]byte, error) {
+	out := make(map[string][]byte, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT doc FROM rm_places WHERE place_id = ANY($1)`, ids)
+	rows, err := s.Pool.Query(ctx, `SELECT place_id, row_json, CASE WHEN row_json IS NULL THEN doc END, updated_at
+		FROM rm_places WHERE place_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load places: %w", err)
 	}
-	var doc []byte
-	_, err = pgx.ForEachRow(rows, []any{&doc}, func() error {
-		var p domain.Place
-		if err := json.Unmarshal(doc, &p); err != nil {
-			return err
+	var (
+		id       string
+		row, doc []byte
+		updated  time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &row, &doc, &updated}, func() error {
+		if row == nil {
+			v, err := renderDoc(doc, updated, s.now())
+			if err != nil {
+				return err
+			}
+			row = v.Row
 		}
-		out[p.PlaceID] = p
+		out[id] = s.appendRow(nil, id, row)
 		return nil
 	})
 	if err != nil {
@@ -60,87 +139,40 @@ func (s *Server) loadPlaces(ctx context.Context, ids []string) (map[string]domai
 	return out, nil
 }
 
-// placeRow is a place as list and search rows show it: every Place field of the spec,
-// nullable ones as explicit null, without the detail-only fields.
-type placeRow struct {
-	PlaceID        string   `json:"place_id"`
-	Name           string   `json:"name"`
-	Category       string   `json:"category"`
-	Address        string   `json:"address,omitempty"`
-	TownSlug       *string  `json:"town_slug"`
-	Latitude       *float64 `json:"latitude"`
-	Longitude      *float64 `json:"longitude"`
-	IsGem          bool     `json:"is_gem"`
-	LocalGemScore  *float64 `json:"local_gem_score"`
-	Phone          *string  `json:"phone"`
-	Website        *string  `json:"website"`
-	Rating         *float64 `json:"rating"`
-	RatingCount    *int     `json:"rating_count"`
-	SEODescription *string  `json:"seo_description"`
-	CanonicalURL   string   `json:"canonical_url"`
-	// DistanceKm is set on geo search rows only.
-	DistanceKm *float64 `json:"distance_km,omitempty"`
+// appendRow appends a place's stored row and its canonical_url value to dst.
+func (s *Server) appendRow(dst []byte, id string, row []byte) []byte {
+	url, _ := json.Marshal(domain.CanonicalURL(s.CanonicalBaseURL, id)) // a string always marshals
+	return append(append(dst, row...), url...)
 }
 
-// placeDetail is the place detail payload (decisions §1).
-type placeDetail struct {
-	placeRow
-	Hours          *hours                        `json:"hours"`
-	Description    *string                       `json:"description"`
-	EnrichmentTier string                        `json:"enrichment_tier"`
-	FieldTrust     map[string]*domain.FieldTrust `json:"field_trust"`
+// placeSummary is what related places and trending show of a place, read from columns.
+type placeSummary struct {
+	PlaceID  string
+	Name     string
+	Category string
+	TownSlug *string
+	Rating   *float64
 }
 
-// hours is domain.Hours with every day present: a closed day is [], never null.
-type hours struct {
-	Mon []domain.TimeRange `json:"mon"`
-	Tue []domain.TimeRange `json:"tue"`
-	Wed []domain.TimeRange `json:"wed"`
-	Thu []domain.TimeRange `json:"thu"`
-	Fri []domain.TimeRange `json:"fri"`
-	Sat []domain.TimeRange `json:"sat"`
-	Sun []domain.TimeRange `json:"sun"`
-}
-
-func (s *Server) placeRow(p domain.Place) placeRow {
-	return placeRow{
-		PlaceID: p.PlaceID, Name: p.Name, Category: p.Category, Address: p.Address,
-		TownSlug: p.TownSlug, Latitude: p.Latitude, Longitude: p.Longitude,
-		IsGem: p.IsGem, LocalGemScore: p.LocalGemScore, Phone: p.Phone, Website: p.Website,
-		Rating: p.Rating, RatingCount: p.RatingCount, SEODescription: p.SEODescription,
-		CanonicalURL: domain.CanonicalURL(s.CanonicalBaseURL, p.PlaceID),
+// loadSummaries reads the summaries of the places with the given ids, keyed by id.
+func (s *Server) loadSummaries(ctx context.Context, ids []string) (map[string]placeSummary, error) {
+	out := make(map[string]placeSummary, len(ids))
+	if len(ids) == 0 {
+		return out, nil
 	}
-}
-
-func (s *Server) detail(p domain.Place, now time.Time) placeDetail {
-	d := placeDetail{
-		placeRow:       s.placeRow(p),
-		Description:    p.Description,
-		EnrichmentTier: p.EnrichmentTier,
-		FieldTrust:     domain.PlaceFieldTrust(p, now),
+	rows, err := s.Pool.Query(ctx, `SELECT place_id, name, category, town_slug, rating FROM rm_places WHERE place_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load places: %w", err)
 	}
-	if h := p.Hours; h != nil {
-		d.Hours = &hours{Mon: days(h.Mon), Tue: days(h.Tue), Wed: days(h.Wed), Thu: days(h.Thu),
-			Fri: days(h.Fri), Sat: days(h.Sat), Sun: days(h.Sun)}
+	var p placeSummary
+	_, err = pgx.ForEachRow(rows, []any{&p.PlaceID, &p.Name, &p.Category, &p.TownSlug, &p.Rating}, func() error {
+		out[p.PlaceID] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load places: %w", err)
 	}
-	return d
-}
-
-func days(r []domain.TimeRange) []domain.TimeRange {
-	if r == nil {
-		return []domain.TimeRange{}
-	}
-	return r
-}
-
-// reviewSummary is the review payload; generated_at is always a time.
-type reviewSummary struct {
-	PlaceID     string    `json:"place_id"`
-	Headline    string    `json:"headline"`
-	Summary     string    `json:"summary"`
-	Confidence  float64   `json:"confidence"`
-	ReviewCount int       `json:"review_count"`
-	GeneratedAt time.Time `json:"generated_at"`
+	return out, nil
 }
 
 // relatedItem is one row of the related-places payload (decisions §1).

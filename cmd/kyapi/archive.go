@@ -24,7 +24,7 @@ func runArchive(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, pool, err := connect(ctx)
+	_, pool, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func runArchive(ctx context.Context, args []string) error {
 		return fmt.Errorf("usage: kyapi archive -before POSITION -o FILE (or kyapi archive -list)")
 	}
 	var names []string
-	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		names = append(names, a.Name())
 	}
 	res, err := archive.Archive(ctx, pool, archive.Options{Before: *before, File: *out, Now: time.Now(), Projections: names})

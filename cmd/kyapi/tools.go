@@ -79,7 +79,7 @@ func runRebuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		if err := p.Reset(ctx); err != nil {
 			return err
@@ -292,7 +292,7 @@ func isTerminal(f *os.File) bool {
 }
 
 func catchUpShared(ctx context.Context, pool *pgxpool.Pool, cfg app.Config) error {
-	for _, a := range projections.SQLAppliers(cfg.CanonicalBaseURL) {
+	for _, a := range projections.SQLAppliers(time.Now) {
 		if _, err := projections.CatchUp(ctx, pool, projections.SQL{Pool: pool, Applier: a}, 5000, nil); err != nil {
 			return err
 		}

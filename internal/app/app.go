@@ -114,7 +114,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 
 	var ps []projections.Projection
 	if opts.Projections {
-		ps = projections.All(pool, nil, cfg.CanonicalBaseURL)
+		ps = projections.All(pool, nil, clock)
 	}
 	var index placeindex.Index
 	if opts.Read {

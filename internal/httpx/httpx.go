@@ -29,6 +29,13 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// WriteJSONBody writes body, JSON already encoded, with the given status.
+func WriteJSONBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
 // WriteData writes the success envelope {"data": ...}.
 func WriteData(w http.ResponseWriter, status int, data any) {
 	WriteJSON(w, status, struct {
