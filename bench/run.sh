@@ -7,7 +7,8 @@
 #   3b. the metered detail run again with REDIS_URL set (a private redis-server): the cost of a
 #       rate limit shared by every process against the in-process one
 #   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
-#   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load
+#   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load,
+#      with PostgreSQL's statements of the same run (pg_stat_statements)
 #   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
 #   7. kyapi rebuild (events/s), 8. digest, verify and audit of a 1,000,000-event store,
 #   9. the embedded index benchmarks on 150,000 places
@@ -143,12 +144,26 @@ stop_server
 
 log "CPU profile of the metered path under the detail load (bench/metered)"
 start_server metered-pprof "$out/bin/metered" -pprof "$pprof_addr"
+# PostgreSQL's side of the same run, when the cluster loads pg_stat_statements
+# (scripts/devdb.sh configures it; a cluster of DATABASE_URL may not).
+pgss=0
+if psql "$db_url" -qc "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null 2>&1 &&
+  psql "$db_url" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null 2>&1; then
+  pgss=1
+else
+  echo "bench: pg_stat_statements is not loaded by this cluster (shared_preload_libraries); PostgreSQL's statements are not reported"
+fi
 load metered-pprof detail=100 -db "$db_url" >"$out/metered-pprof.txt" &
 load_pid=$!
 sleep 2
 curl -fsS -o "$out/cpu.pprof" "http://$pprof_addr/debug/pprof/profile?seconds=$((secs > 6 ? secs - 4 : 2))" || true
 wait "$load_pid" || true
 cat "$out/metered-pprof.txt"
+if [ "$pgss" = 1 ]; then
+  psql "$db_url" -AtF $'\t' -c "SELECT calls, round(total_exec_time::numeric, 1), rows, regexp_replace(query, '\s+', ' ', 'g')
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT 20" >"$out/pgss.tsv"
+fi
 stop_server
 if [ -s "$out/cpu.pprof" ]; then
   go tool pprof -top -nodecount=25 "$out/bin/metered" "$out/cpu.pprof" >"$out/pprof-top.txt" 2>/dev/null || true

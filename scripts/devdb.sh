@@ -35,6 +35,8 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = '$base'
 max_connections = 300
 shared_buffers = 256MB
+# make bench reports where PostgreSQL's time goes during the metered run.
+shared_preload_libraries = 'pg_stat_statements'
 CONF
 fi
 if ! as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then

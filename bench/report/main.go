@@ -351,6 +351,7 @@ func (r *report) write() string {
 	r.targetTable()
 	r.bounds(md, un, charge, single, batched, okC && okS && okB)
 	r.profile()
+	r.pgStatements()
 	r.reproduce()
 	return r.b.String()
 }
@@ -530,7 +531,7 @@ var profileMarks = []struct{ re, what string }{
 	{`commands\.\(\*Meter\)\.Charge$`, "metering: waiting for and answering a charge"},
 	{`commands\.\(\*Meter\)\.runBatch$`, "metering: committing a batch of charges"},
 	{`commands\.\(\*Meter\)\.Authenticate$`, "metering: key lookup (cached)"},
-	{`readapi\.\(\*Server\)\.loadPlace$`, "place read model lookup"},
+	{`readapi\.\(\*Server\)\.loadDetail$`, "place read: the stored detail bytes"},
 	{`internal/httpx\.AccessLog\.func1\.1$`, "access log wrapper (includes the handler)"},
 	{`sirupsen/logrus\.\(\*Entry\)\.Info$`, "access log line"},
 	{`encoding/json\.`, "JSON encoding and decoding"},
@@ -539,6 +540,42 @@ var profileMarks = []struct{ re, what string }{
 	{`runtime\.gcBgMarkWorker$`, "garbage collection (background)"},
 	{`runtime\.mallocgc$`, "allocation"},
 	{`syscall\.Syscall6?$|internal/runtime/syscall\.Syscall6$`, "system calls (network I/O)"},
+}
+
+// pgStatements summarizes pg_stat_statements over the metered-pprof run: PostgreSQL's
+// execution time per statement, per request served.
+func (r *report) pgStatements() {
+	tsv, run := r.text("pgss.tsv"), r.load("metered-pprof")
+	if tsv == "" || run == nil || run.Overall.Status["200"] == 0 {
+		return
+	}
+	served := float64(run.Overall.Status["200"])
+	r.p("## Where PostgreSQL's time goes in the metered run")
+	r.p("")
+	r.p("`pg_stat_statements` over the same profiled detail run (%s requests served): each statement's", thousands(served))
+	r.p("execution time inside PostgreSQL, summed, and divided by the requests served. Execution time")
+	r.p("includes waiting for row locks (the accounts' `FOR UPDATE`), not the WAL flush of `COMMIT`,")
+	r.p("nor the network round trips and process wake-ups around each statement.")
+	r.p("")
+	r.p("| statement | calls | rows | total ms | µs per request |")
+	r.p("|---|---:|---:|---:|---:|")
+	var total float64
+	for line := range strings.Lines(tsv) {
+		f := strings.SplitN(strings.TrimRight(line, "\n"), "\t", 4)
+		if len(f) < 4 {
+			continue
+		}
+		ms, _ := strconv.ParseFloat(f[1], 64)
+		total += ms
+		q := f[3]
+		if len(q) > 110 {
+			q = q[:110] + "…"
+		}
+		r.p("| `%s` | %s | %s | %s | %.0f |", strings.ReplaceAll(q, "|", "\\|"), f[0], f[2], thousands(ms), ms*1000/served)
+	}
+	r.p("")
+	r.p("These statements took %s ms in all, %.0f µs per request served.", thousands(total), total*1000/served)
+	r.p("")
 }
 
 func (r *report) profile() {
