@@ -134,43 +134,80 @@ func catalogApplyTowns(ctx context.Context, tx pgx.Tx, events []eventstore.Event
 	})
 }
 
+// placeChunk is a chunk of places ready to upsert: the statement's arguments, column by column.
+type placeChunk struct {
+	ids, norms []string
+	args       []any
+}
+
+// preparePlaces decodes and renders a chunk of PlaceImported events.
+func preparePlaces(events []eventstore.Event, now time.Time) (placeChunk, error) {
+	n := len(events)
+	var (
+		ids, names, norms, cats, docs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		towns                         = make([]*string, n)
+		gems, marked, menus, reviews  = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+		scores, ratings, lats, lngs   = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
+		counts                        = make([]*int, n)
+		versions                      = make([]int64, n)
+		updated                       = make([]any, n)
+		rowJSON, detailJSON           = make([]string, n), make([]string, n)
+		menuJSON, reviewsJSON         = make([]*string, n), make([]*string, n)
+		menuItems                     = make([]int, n)
+		trustFrom, trustUntil         = make([]*time.Time, n), make([]*time.Time, n)
+	)
+	for i, e := range events {
+		var p domain.Place
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return placeChunk{}, fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+		}
+		ids[i], names[i], norms[i], cats[i], docs[i] = p.PlaceID, p.Name, domain.NormalizedName(p.Name), p.Category, string(e.Payload)
+		towns[i] = p.TownSlug
+		gems[i], marked[i], menus[i], reviews[i] = p.IsGem, p.IsChain, len(p.Menu) > 0, p.ReviewSummary != nil
+		scores[i], ratings[i], lats[i], lngs[i] = p.LocalGemScore, p.Rating, p.Latitude, p.Longitude
+		counts[i], versions[i], updated[i] = p.RatingCount, e.Version, e.RecordedAt
+		v, err := domain.RenderPlace(p, e.RecordedAt, now)
+		if err != nil {
+			return placeChunk{}, fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
+		}
+		rowJSON[i], detailJSON[i], menuItems[i] = string(v.Row), string(v.Detail), v.MenuItems
+		menuJSON[i], reviewsJSON[i] = optionalText(v.Menu), optionalText(v.Reviews)
+		trustFrom[i], trustUntil[i] = v.TrustFrom, v.TrustUntil
+	}
+	return placeChunk{ids: ids, norms: norms, args: []any{ids, towns, names, norms, cats, gems, marked, scores, ratings,
+		counts, lats, lngs, docs, menus, reviews, versions, updated,
+		rowJSON, detailJSON, trustFrom, trustUntil, menuJSON, menuItems, reviewsJSON}}, nil
+}
+
 func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Event, now time.Time) error {
+	// Decoding and rendering a chunk (Go) overlaps the upsert of the one before (PostgreSQL).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type prepared struct {
+		chunk placeChunk
+		err   error
+	}
+	ready := make(chan prepared, 1)
+	go func() {
+		defer close(ready)
+		_ = catalogChunks(events, func(events []eventstore.Event) error {
+			c, err := preparePlaces(events, now)
+			select {
+			case ready <- prepared{c, err}:
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
 	// The names whose chain flag may change: every name written, and every name a renamed
 	// place leaves. They are recounted once, after every chunk.
 	var touched []string
-	err := catalogChunks(events, func(events []eventstore.Event) error {
-		n := len(events)
-		var (
-			ids, names, norms, cats, docs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-			towns                         = make([]*string, n)
-			gems, marked, menus, reviews  = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
-			scores, ratings, lats, lngs   = make([]*float64, n), make([]*float64, n), make([]*float64, n), make([]*float64, n)
-			counts                        = make([]*int, n)
-			versions                      = make([]int64, n)
-			updated                       = make([]any, n)
-			rowJSON, detailJSON           = make([]string, n), make([]string, n)
-			menuJSON, reviewsJSON         = make([]*string, n), make([]*string, n)
-			menuItems                     = make([]int, n)
-			trustFrom, trustUntil         = make([]*time.Time, n), make([]*time.Time, n)
-		)
-		for i, e := range events {
-			var p domain.Place
-			if err := json.Unmarshal(e.Payload, &p); err != nil {
-				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
-			}
-			ids[i], names[i], norms[i], cats[i], docs[i] = p.PlaceID, p.Name, domain.NormalizedName(p.Name), p.Category, string(e.Payload)
-			towns[i] = p.TownSlug
-			gems[i], marked[i], menus[i], reviews[i] = p.IsGem, p.IsChain, len(p.Menu) > 0, p.ReviewSummary != nil
-			scores[i], ratings[i], lats[i], lngs[i] = p.LocalGemScore, p.Rating, p.Latitude, p.Longitude
-			counts[i], versions[i], updated[i] = p.RatingCount, e.Version, e.RecordedAt
-			v, err := domain.RenderPlace(p, e.RecordedAt, now)
-			if err != nil {
-				return fmt.Errorf("catalog projection: event %d: %w", e.Position, err)
-			}
-			rowJSON[i], detailJSON[i], menuItems[i] = string(v.Row), string(v.Detail), v.MenuItems
-			menuJSON[i], reviewsJSON[i] = optionalText(v.Menu), optionalText(v.Reviews)
-			trustFrom[i], trustUntil[i] = v.TrustFrom, v.TrustUntil
+	for p := range ready {
+		if p.err != nil {
+			return p.err
 		}
+		ids := p.chunk.ids
 		rows, err := tx.Query(ctx, `SELECT DISTINCT normalized_name FROM rm_places WHERE place_id = ANY($1)`, ids)
 		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
@@ -179,7 +216,7 @@ func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Even
 		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
 		}
-		touched = append(append(touched, norms...), oldNames...)
+		touched = append(append(touched, p.chunk.norms...), oldNames...)
 		_, err = tx.Exec(ctx, `
 			INSERT INTO rm_places (place_id, town_slug, name, normalized_name, category, is_gem,
 				marked_chain, is_chain, local_gem_score, rating, rating_count, latitude, longitude,
@@ -209,20 +246,16 @@ func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Even
 				trust_from = EXCLUDED.trust_from, trust_until = EXCLUDED.trust_until,
 				menu_json = EXCLUDED.menu_json, menu_items = EXCLUDED.menu_items,
 				reviews_json = EXCLUDED.reviews_json
-			WHERE rm_places.version <= EXCLUDED.version`,
-			ids, towns, names, norms, cats, gems, marked, scores, ratings, counts, lats, lngs,
-			docs, menus, reviews, versions, updated,
-			rowJSON, detailJSON, trustFrom, trustUntil, menuJSON, menuItems, reviewsJSON)
+			WHERE rm_places.version <= EXCLUDED.version`, p.chunk.args...)
 		if err != nil {
 			return fmt.Errorf("catalog projection: places: %w", err)
 		}
-		return nil
-	})
-	if err != nil || len(touched) == 0 {
+	}
+	if err := ctx.Err(); err != nil || len(touched) == 0 {
 		return err
 	}
 	slices.Sort(touched)
-	_, err = tx.Exec(ctx, `
+	_, err := tx.Exec(ctx, `
 		UPDATE rm_places p SET is_chain = p.marked_chain OR c.n >= $2
 		FROM (SELECT normalized_name, count(*) AS n FROM rm_places
 			WHERE normalized_name = ANY($1) GROUP BY 1) c
