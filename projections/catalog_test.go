@@ -3,6 +3,8 @@ package projections_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
+	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
 var catalogNow = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
@@ -217,6 +220,46 @@ func TestPlaceDocsKeepTheLastImportOfEachPlace(t *testing.T) {
 	}
 	if len(docs) != 2 || docs[0].PlaceID != "p1" || docs[0].Name != "New" || docs[1].TownSlug != "berea" || docs[0].Location != nil {
 		t.Fatalf("docs %+v", docs)
+	}
+}
+
+// The index decodes only the fields it keeps; what it gets must be what the whole place gives.
+func TestPlaceDocsDecodedFromEventsEqualTheDocsOfTheWholePlaces(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	if _, err := demodata.Write(&buf, demodata.Config{Places: 2000, Today: catalogNow}); err != nil {
+		t.Fatal(err)
+	}
+	evs := catalogImport(t, pool, buf.Bytes())
+	docs, err := projections.PlaceDocsFromEvents(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []placeindex.Doc
+	for _, e := range evs {
+		if e.Type != domain.EventPlaceImported {
+			continue
+		}
+		var p domain.Place
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, projections.PlaceDoc(p))
+	}
+	if len(want) != 2000 || !reflect.DeepEqual(docs, want) {
+		t.Fatalf("%d docs from the events differ from the %d docs of the whole places", len(docs), len(want))
+	}
+	located, described := 0, 0
+	for _, d := range docs {
+		if d.Location != nil {
+			located++
+		}
+		if d.Description != "" && d.TownSlug != "" && d.RatingCount > 0 {
+			described++
+		}
+	}
+	if located == 0 || described == 0 {
+		t.Fatalf("the demo places should exercise every field: %d located, %d described", located, described)
 	}
 }
 

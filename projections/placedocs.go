@@ -31,6 +31,21 @@ func PlaceDoc(p domain.Place) placeindex.Doc {
 	return d
 }
 
+// indexedFields are the fields of a place the index keeps (PlaceDoc), named as in
+// domain.Place: decoding only these skips the menu, review summary and sources that make up
+// most of a PlaceImported payload.
+type indexedFields struct {
+	PlaceID        string   `json:"place_id"`
+	Name           string   `json:"name"`
+	Category       string   `json:"category"`
+	TownSlug       *string  `json:"town_slug"`
+	Latitude       *float64 `json:"latitude"`
+	Longitude      *float64 `json:"longitude"`
+	RatingCount    *int     `json:"rating_count"`
+	Description    *string  `json:"description"`
+	SEODescription *string  `json:"seo_description"`
+}
+
 // PlaceDocsFromEvents turns the PlaceImported events among events into index documents, one
 // per place in order of first appearance, with the values of its newest event (the last
 // one, unless a later stream version came earlier in the slice).
@@ -41,11 +56,13 @@ func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err 
 		if e.Type != domain.EventPlaceImported {
 			continue
 		}
-		var p domain.Place
-		if err := json.Unmarshal(e.Payload, &p); err != nil {
+		var f indexedFields
+		if err := json.Unmarshal(e.Payload, &f); err != nil {
 			return nil, fmt.Errorf("place docs: event %d: %w", e.Position, err)
 		}
-		d := PlaceDoc(p)
+		d := PlaceDoc(domain.Place{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category, TownSlug: f.TownSlug,
+			Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount,
+			Description: f.Description, SEODescription: f.SEODescription})
 		if i, ok := at[d.PlaceID]; ok {
 			if e.Version >= version[d.PlaceID] {
 				docs[i], version[d.PlaceID] = d, e.Version
