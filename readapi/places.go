@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gorilla/mux"
@@ -110,6 +111,7 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 		if !ok {
 			continue
 		}
+		row = slices.Clip(row) // what follows is this hit's own, should a place come twice
 		if withDistance {
 			d, _ := json.Marshal(h.DistanceKm) // as the encoder writes a float64
 			row = append(append(row, `,"distance_km":`...), d...)
