@@ -20,6 +20,11 @@ type PlaceIndex struct {
 
 func (PlaceIndex) Name() string { return "placeindex" }
 
+// MaxBatch bounds the events of one index batch, whatever a catch-up or a rebuild asks: the
+// embedded index builds each batch's segment in memory, and batches of 1,000 places halve a
+// start's peak RSS (150,000 places: 266 MB, not 525) at the same speed.
+func (PlaceIndex) MaxBatch() int { return 1000 }
+
 // placeStreams is the stream-id prefix of places (domain.PlaceStream): the index reads
 // nothing else.
 var placeStreams = domain.PlaceStream("")
@@ -59,7 +64,7 @@ func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) er
 // Rebuild fills a new generation of the index from position 0 and swaps it in; readers
 // keep the old one until then.
 func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
-	total := 0
+	total, batchSize := 0, min(batchSize, p.MaxBatch())
 	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
 		var at eventstore.Position
 		for {

@@ -134,6 +134,14 @@ func WaitCaughtUp(ctx context.Context, pool *pgxpool.Pool, ps []Projection) erro
 	return nil
 }
 
+// batchFor is n, or less where p bounds its batches (PlaceIndex.MaxBatch).
+func batchFor(p Projection, n int) int {
+	if b, ok := p.(interface{ MaxBatch() int }); ok {
+		return min(n, b.MaxBatch())
+	}
+	return n
+}
+
 // CatchUp applies to p, batch by batch in this goroutine, every event committed before it
 // was called, reporting progress through report (may be nil). Events committed but not yet
 // visible (a transaction elsewhere holds back the snapshot xmin) are waited for, so on
@@ -148,6 +156,7 @@ func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize in
 	if err != nil {
 		return 0, err
 	}
+	batchSize = batchFor(p, batchSize)
 	total := 0
 	for at.Less(head) {
 		end, n, err := eventstore.NextBatch(ctx, pool, at, batchSize)

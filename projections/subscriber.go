@@ -38,7 +38,7 @@ type rangeSubscriber struct {
 }
 
 func newRangeSubscriber(pool *pgxpool.Pool, p Projection, batchSize int, poll time.Duration) *rangeSubscriber {
-	return &rangeSubscriber{pool: pool, projection: p, batchSize: batchSize, poll: poll,
+	return &rangeSubscriber{pool: pool, projection: p, batchSize: batchFor(p, batchSize), poll: poll,
 		wake: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 

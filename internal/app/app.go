@@ -127,14 +127,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// Catch up before listening, so the first answers come from complete read models.
 	start := time.Now()
 	for _, p := range ps {
-		batch := 5000
-		if _, ok := p.(projections.PlaceIndex); ok {
-			// The embedded index builds each batch's segment in memory: batches of 1,000
-			// places halve the start's peak RSS (150,000 places: 266 MB, not 525) at the
-			// same speed.
-			batch = 1000
-		}
-		n, err := projections.CatchUp(ctx, pool, p, batch, nil)
+		n, err := projections.CatchUp(ctx, pool, p, 5000, nil)
 		if err != nil {
 			return fmt.Errorf("catching up %s: %w", p.Name(), err)
 		}
