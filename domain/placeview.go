@@ -137,14 +137,14 @@ func openDays(r []TimeRange) []TimeRange {
 // a database keeps, so a stored window never claims an instant it does not hold.
 func trustWindow(sources map[string][]Observation, now time.Time) (from, until *time.Time) {
 	for _, obs := range sources {
-		var newest time.Time
-		for i, o := range obs {
-			if i == 0 || o.ObservedAt.After(newest) {
-				newest = o.ObservedAt
-			}
-		}
 		if len(obs) == 0 {
 			continue
+		}
+		newest := obs[0].ObservedAt
+		for _, o := range obs[1:] {
+			if o.ObservedAt.After(newest) {
+				newest = o.ObservedAt
+			}
 		}
 		for _, age := range []time.Duration{TrustFreshFor, TrustStaleAt} {
 			turn := newest.Add(age) // the tier holds up to and including this instant

@@ -32,7 +32,8 @@ func (s *Server) loadDetail(ctx context.Context, id string) (data rawJSON, ok bo
 			return nil, false, err
 		}
 	}
-	return rawJSON(append(s.appendRow(nil, id, v.Row), v.Detail...)), true, nil
+	detail := make(rawJSON, 0, len(v.Row)+len(s.CanonicalBaseURL)+len(id)+len(v.Detail)+16)
+	return append(s.appendRow(detail, id, v.Row), v.Detail...), true, nil
 }
 
 // loadMenu reads the menu of place id as served and its number of items; found is false
