@@ -19,6 +19,7 @@ import (
 	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
 )
 
 var catalogNow = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
@@ -287,5 +288,66 @@ func TestTheNewestVersionWinsWhateverTheOrderOfEvents(t *testing.T) {
 	catalogApply(t, pool, []eventstore.Event{evs[1], evs[0]})
 	if n := catalogCount(t, pool, `SELECT count(*) FROM rm_places WHERE name = 'Second' AND version = 2`); n != 1 {
 		t.Fatal("version 1 applied after version 2 in one batch won")
+	}
+}
+
+// A rebuild reads each range while the one before is indexed; the generation it swaps in
+// must answer exactly as an index fed batch by batch, up to the same checkpoint.
+func TestARebuiltPlaceIndexAnswersAsTheIndexCaughtUpBatchByBatch(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	if _, err := demodata.Write(&buf, demodata.Config{Places: 300, Today: catalogNow}); err != nil {
+		t.Fatal(err)
+	}
+	catalogImport(t, pool, buf.Bytes())
+	catalogImport(t, pool, []byte(`{"record":"place","place_id":"ky-renamed","name":"Renamed Twice","category":"food","latitude":37.57,"longitude":-84.29}`+"\n"+
+		`{"record":"place","place_id":"ky-renamed","name":"Renamed Thrice","category":"food","latitude":37.57,"longitude":-84.29}`))
+
+	open := func() placeindex.Index {
+		idx, err := bleveindex.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { idx.Close() })
+		return idx
+	}
+	caught := projections.PlaceIndex{Pool: pool, Index: open()}
+	if _, err := projections.CatchUp(bg, pool, caught, 5000, nil); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := projections.PlaceIndex{Pool: pool, Index: open()}
+	n, err := rebuilt.Rebuild(bg, 7, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := catalogCount(t, pool, `SELECT count(*) FROM events`)
+	if n != total {
+		t.Fatalf("the rebuild passed %d positions, the store holds %d events", n, total)
+	}
+	at1, err1 := caught.Checkpoint(bg)
+	at2, err2 := rebuilt.Checkpoint(bg)
+	if err1 != nil || err2 != nil || at1 != at2 || at1 == (eventstore.Position{}) {
+		t.Fatalf("checkpoints %v (%v) and %v (%v)", at1, err1, at2, err2)
+	}
+	queries := []func(placeindex.Index) (placeindex.Result, error){
+		func(i placeindex.Index) (placeindex.Result, error) {
+			return i.List(bg, placeindex.ListQuery{Limit: 500})
+		},
+		func(i placeindex.Index) (placeindex.Result, error) {
+			return i.List(bg, placeindex.ListQuery{Q: "renamed thrice", Limit: 500})
+		},
+		func(i placeindex.Index) (placeindex.Result, error) {
+			return i.Near(bg, placeindex.GeoQuery{Center: placeindex.GeoPoint{Lat: 37.57, Lng: -84.29}, RadiusKm: 300, Limit: 500})
+		},
+	}
+	for i, q := range queries {
+		want, err1 := q(caught.Index)
+		got, err2 := q(rebuilt.Index)
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if want.Total == 0 || !reflect.DeepEqual(got, want) {
+			t.Fatalf("query %d: the rebuilt index answers %d hits (%d in all), the caught-up one %d (%d)", i, len(got.Hits), got.Total, len(want.Hits), want.Total)
+		}
 	}
 }

@@ -40,6 +40,13 @@ func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error)
 // Handle reads the range in a short query and only then writes the index: no database
 // transaction is held open across index I/O.
 func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) error {
+	return p.handleRead(ctx, from, to, nil)
+}
+
+func (PlaceIndex) streamPrefixes() []string { return []string{placeStreams} }
+
+// handleRead applies (from, to]; events are the range's, read ahead, or nil to read them here.
+func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
 	at, err := p.Checkpoint(ctx)
 	if err != nil {
 		return err
@@ -50,9 +57,10 @@ func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) er
 	if at != from {
 		return errCheckpointMoved
 	}
-	events, err := eventstore.ReadRangeOf(ctx, p.Pool, from, to, placeStreams)
-	if err != nil {
-		return err
+	if events == nil {
+		if events, err = eventstore.ReadRangeOf(ctx, p.Pool, from, to, placeStreams); err != nil {
+			return err
+		}
 	}
 	docs, err := PlaceDocsFromEvents(events)
 	if err != nil {
@@ -66,31 +74,29 @@ func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) er
 func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
 	total, batchSize := 0, min(batchSize, p.MaxBatch())
 	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
 		var at eventstore.Position
-		for {
-			end, n, err := eventstore.NextBatch(ctx, p.Pool, at, batchSize)
+		for r := range prefetch(ctx, p.Pool, at, batchSize, p.streamPrefixes(), eventstore.Position{}) {
+			if r.err != nil {
+				return r.err
+			}
+			docs, err := PlaceDocsFromEvents(r.events)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
-				return w.Upsert(ctx, nil, nil, at.String())
-			}
-			events, err := eventstore.ReadRangeOf(ctx, p.Pool, at, end, placeStreams)
-			if err != nil {
+			if err := w.Upsert(ctx, docs, nil, r.to.String()); err != nil {
 				return err
 			}
-			docs, err := PlaceDocsFromEvents(events)
-			if err != nil {
-				return err
-			}
-			if err := w.Upsert(ctx, docs, nil, end.String()); err != nil {
-				return err
-			}
-			at, total = end, total+n
+			at, total = r.to, total+r.n
 			if report != nil {
 				report(total, at)
 			}
 		}
+		if err := context.Cause(ctx); err != nil {
+			return err
+		}
+		return w.Upsert(ctx, nil, nil, at.String())
 	})
 	return total, err
 }

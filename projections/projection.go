@@ -91,6 +91,26 @@ func writeCheckpoint(ctx context.Context, tx pgx.Tx, name string, at eventstore.
 }
 
 func (p SQL) Handle(ctx context.Context, from, to eventstore.Position) error {
+	return p.handle(ctx, from, to, nil)
+}
+
+func (p SQL) streamPrefixes() []string {
+	if f, ok := p.Applier.(StreamFilter); ok {
+		return f.StreamPrefixes()
+	}
+	return nil
+}
+
+func (p SQL) handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
+	if events == nil {
+		events = []eventstore.Event{}
+	}
+	return p.handle(ctx, from, to, events)
+}
+
+// handle applies (from, to] in one transaction with the checkpoint; events are the range's,
+// read ahead, or nil to read them in the transaction.
+func (p SQL) handle(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
 	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
 		at, err := readCheckpoint(ctx, tx, p.Name(), true)
 		if err != nil {
@@ -102,13 +122,10 @@ func (p SQL) Handle(ctx context.Context, from, to eventstore.Position) error {
 		if at != from {
 			return errCheckpointMoved
 		}
-		var prefixes []string
-		if f, ok := p.Applier.(StreamFilter); ok {
-			prefixes = f.StreamPrefixes()
-		}
-		events, err := eventstore.ReadRangeOf(ctx, tx, from, to, prefixes...)
-		if err != nil {
-			return err
+		if events == nil {
+			if events, err = eventstore.ReadRangeOf(ctx, tx, from, to, p.streamPrefixes()...); err != nil {
+				return err
+			}
 		}
 		if err := p.Applier.Apply(ctx, tx, events); err != nil {
 			return fmt.Errorf("projection %s: %w", p.Name(), err)

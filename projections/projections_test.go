@@ -265,3 +265,59 @@ func TestAProjectionGathersSteadyCommitsIntoFewRanges(t *testing.T) {
 		t.Fatalf("projected %d purchased credits, want %d", purchased, purchases*domain.CreditsForCents(500))
 	}
 }
+
+// A catch-up reads ahead of what it applies (rebuild, and serve before it listens). An event
+// committed after a transaction that is still open is not visible to the gap-free reader
+// yet: the catch-up waits for it rather than stop short of the head it promised to reach.
+func TestACatchUpWaitsForAnEventHeldBackByAnOpenTransaction(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	acc := commands.Accounts{Store: store, Clock: fixedClock}
+	id, err := acc.OpenAccount(bg, "Held", "h@test.example", eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open, err := pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Rollback(bg)
+	if _, err := open.Exec(bg, `SELECT pg_current_xact_id()`); err != nil { // older than the purchase
+		t.Fatal(err)
+	}
+	if _, err := acc.Purchase(bg, id, 500, "held-back", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	balances := projections.SQL{Pool: pool, Applier: projections.Balances{}}
+	ctx, cancel := context.WithTimeout(bg, 2*time.Minute)
+	defer cancel()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := projections.CatchUp(ctx, pool, balances, 1, nil)
+		done <- result{n, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("the catch-up returned (%d events, %v) while the purchase was still held back", r.n, r.err)
+	default:
+	}
+	if err := open.Rollback(bg); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || r.n != 2 {
+		t.Fatalf("catch-up applied %d events (%v), want the account's 2", r.n, r.err)
+	}
+	var purchased int64
+	if err := pool.QueryRow(bg, `SELECT purchased_credits FROM rm_balances WHERE account_id = $1`, id).Scan(&purchased); err != nil {
+		t.Fatal(err)
+	}
+	if purchased != domain.CreditsForCents(500) {
+		t.Fatalf("projected %d purchased credits, want %d", purchased, domain.CreditsForCents(500))
+	}
+}
