@@ -1,8 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -222,9 +226,14 @@ func (Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) er
 	if len(counts) == 0 {
 		return nil
 	}
-	days, places, n := make([]string, 0, len(counts)), make([]string, 0, len(counts)), make([]int64, 0, len(counts))
-	for k, c := range counts {
-		days, places, n = append(days, k[0]), append(places, k[1]), append(n, c)
+	// In key order: the rows land in the primary key's order, page after page, instead of
+	// at random (a map's order) all over it.
+	keys := slices.SortedFunc(maps.Keys(counts), func(a, b [2]string) int {
+		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
+	})
+	days, places, n := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		days[i], places[i], n[i] = k[0], k[1], counts[k]
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO rm_usage_daily (day, place_id, requests)
 		SELECT d::date, p, c FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(d, p, c)
