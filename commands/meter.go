@@ -295,9 +295,13 @@ type batchKey struct {
 const (
 	lockAccountsSQL = `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
 	keyStatesSQL    = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
-	claimsSQL       = `SELECT d.stream_no, d.day::text, d.resource_hash FROM dedup_claims d
-		JOIN unnest($2::int[], $3::bigint[]) AS c(stream_no, resource_hash) USING (stream_no, resource_hash)
-		WHERE d.day = ANY($1::date[])`
+	// claimsSQL looks each claim up by the whole primary key. Passing the day apart (day =
+	// ANY($1)) let PostgreSQL's generic plan — the one a prepared statement settles on — look
+	// up only (stream_no, resource_hash) and filter days: every lookup then walked the
+	// account's claims of the day, a cost that grew with the account's traffic through the day.
+	claimsSQL = `SELECT d.stream_no, d.day::text, d.resource_hash
+		FROM unnest($1::int[], $2::date[], $3::bigint[]) AS c(stream_no, day, resource_hash)
+		JOIN dedup_claims d USING (stream_no, day, resource_hash)`
 	insertClaimsSQL = `INSERT INTO dedup_claims (stream_no, day, resource_hash)
 		SELECT n, d::date, h FROM unnest($1::int[], $2::text[], $3::bigint[]) AS u(n, d, h)`
 	updateAccountsSQL = `UPDATE accounts SET balance = u.b, charged_credits = charged_credits + u.c,
@@ -315,21 +319,18 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		p.res, p.err = ChargeResult{}, nil
 	}
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
+	now := m.clock().UTC().Truncate(time.Microsecond)
+	today := domain.Day(now)
 	var accountIDs, keyIDs []string
 	var nos []int32
-	var claimNos []int32
-	var claimHashes []int64
+	var lookup claimLookup
 	for i, p := range batch {
 		if i == 0 || p.req.AccountID != batch[i-1].req.AccountID {
 			accountIDs, nos = append(accountIDs, p.req.AccountID), append(nos, p.req.StreamNo)
 		}
 		keyIDs = append(keyIDs, p.req.KeyID)
-		for _, r := range p.req.Resources {
-			claimNos, claimHashes = append(claimNos, p.req.StreamNo), append(claimHashes, ResourceHash(r))
-		}
+		lookup.add(p, today)
 	}
-	now := m.clock().UTC()
-	days := []string{domain.Day(now), domain.Day(now.AddDate(0, 0, 1))}
 
 	conn, err := m.store.Pool.Acquire(ctx)
 	if err != nil {
@@ -353,7 +354,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
-	rb.Queue(claimsSQL, days, claimNos, claimHashes)
+	rb.Queue(claimsSQL, lookup.nos, lookup.days, lookup.hashes)
 	rb.Queue(`SELECT pg_current_xact_id()::text`)
 	accounts := map[string]*batchAccount{}
 	keys := map[string]batchKey{}
@@ -371,6 +372,36 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	}
 	if err != nil {
 		return leave(err)
+	}
+	// Within a stream time never goes backwards: an account whose last event is later than
+	// now (another process's clock ahead of this one's) charges at that event's time, and
+	// claims on its day. Such a day's claims are looked up now, under the same locks.
+	var later claimLookup
+	for _, a := range accounts {
+		if a.head != nil {
+			a.now = now
+			if a.now.Before(a.head.At) {
+				a.now = a.head.At
+			}
+			a.day = domain.Day(a.now)
+		}
+	}
+	for _, p := range batch {
+		if a := accounts[p.req.AccountID]; a != nil && a.head != nil && a.day != today {
+			later.add(p, a.day)
+		}
+	}
+	if len(later.nos) > 0 {
+		rows, err := pc.Query(ctx, claimsSQL, later.nos, later.days, later.hashes)
+		if err == nil {
+			err = scanClaims(rows, claimed)
+		}
+		if err != nil && !statementRolledBack(err) {
+			return leave(&connectionLostBeforeWrite{err})
+		}
+		if err != nil {
+			return leave(err)
+		}
 	}
 
 	var writes eventstore.Batch
@@ -482,18 +513,38 @@ func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map
 	for _, a := range accounts {
 		a.head = heads[a.no]
 	}
-	var c claimKey
 	rows, err = br.Query()
 	if err != nil {
 		return err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&c.stream, &c.day, &c.hash}, func() error {
-		claimed[c] = true
-		return nil
-	}); err != nil {
+	if err := scanClaims(rows, claimed); err != nil {
 		return err
 	}
 	return br.QueryRow().Scan(txid)
+}
+
+// claimLookup is the claims a batch looks up (claimsSQL): each resource of a charge, on the
+// day its account charges.
+type claimLookup struct {
+	nos    []int32
+	days   []string
+	hashes []int64
+}
+
+func (c *claimLookup) add(p *pendingCharge, day string) {
+	for _, r := range p.req.Resources {
+		c.nos, c.days, c.hashes = append(c.nos, p.req.StreamNo), append(c.days, day), append(c.hashes, ResourceHash(r))
+	}
+}
+
+// scanClaims adds the claims claimsSQL found to claimed.
+func scanClaims(rows pgx.Rows, claimed map[claimKey]bool) error {
+	var c claimKey
+	_, err := pgx.ForEachRow(rows, []any{&c.stream, &c.day, &c.hash}, func() error {
+		claimed[c] = true
+		return nil
+	})
+	return err
 }
 
 // readRound2 reads the outcome of a batch's writes and its COMMIT, in queue order.
@@ -518,15 +569,6 @@ func readRound2(wr pgx.BatchResults, claims, events bool) error {
 // and adds the event to the batch's writes. Refusals are the charge's own answer (p.err); an
 // error is the batch's.
 func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed map[claimKey]bool, writes *eventstore.Batch) error {
-	if a.now.IsZero() {
-		// Within a stream time never goes backwards: a clock behind the account's last event
-		// takes that event's time, and the charge's day is the day of the time it is recorded at.
-		a.now = m.clock().UTC().Truncate(time.Microsecond)
-		if a.now.Before(a.head.At) {
-			a.now = a.head.At
-		}
-		a.day = domain.Day(a.now)
-	}
 	key := domain.Key{ID: p.req.KeyID, AccountID: k.accountID, State: k.state, GraceUntil: k.graceUntil}
 	switch {
 	case k.accountID != a.id:

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
@@ -571,4 +573,111 @@ func TestChargesFromSkewedClocksNeverMoveAStreamsTimeBack(t *testing.T) {
 		after = page[len(page)-1].Position
 	}
 	auditClean(t, a.pool)
+}
+
+// A process whose clock still reads the day before charges an account that another process
+// already charged after midnight. The charge takes the account's newest time, so it looks its
+// claims up, and claims, on the day the account is in, not on its own clock's day: a resource
+// paid after midnight is not paid again, and one paid now is not paid again after midnight.
+func TestAClockBehindMidnightDedupsOnTheDayTheAccountIsIn(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	midnight := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	ahead := &clock{now: midnight.Add(30 * time.Second)}
+	behind := &clock{now: midnight.Add(-30 * time.Second)}
+	a, b := newStack(t, dbURL, ahead), newStack(t, dbURL, behind)
+	_, late := fundedAccount(t, b, 500)
+	_, onTime := fundedAccount(t, b, 500)
+	lateHash, onTimeHash := domain.HashKey(late.APIKey), domain.HashKey(onTime.APIKey)
+	p1, p2 := domain.PlaceResource("p1"), domain.PlaceResource("p2")
+
+	charge := func(s stack, hash domain.KeyHash, r string) commands.ChargeResult {
+		t.Helper()
+		res, err := s.charge(hash, domain.OpPlaceDetail, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := charge(a, lateHash, p1); len(res.Paid) != 1 {
+		t.Fatalf("first charge after midnight: %+v", res.ChargeDecision)
+	}
+	if res := charge(b, lateHash, p1); len(res.Deduplicated) != 1 || res.Credits != 0 {
+		t.Fatalf("p1 again from the clock behind midnight: %+v, want it deduplicated", res.ChargeDecision)
+	}
+	if res := charge(b, lateHash, p2); len(res.Paid) != 1 {
+		t.Fatalf("p2 from the clock behind midnight: %+v", res.ChargeDecision)
+	}
+	if res := charge(a, lateHash, p2); len(res.Deduplicated) != 1 || res.Credits != 0 {
+		t.Fatalf("p2 again after midnight: %+v, want it deduplicated (claimed on the account's day)", res.ChargeDecision)
+	}
+	// The other account is still before midnight: its day's claims are its own.
+	if res := charge(b, onTimeHash, p1); len(res.Paid) != 1 {
+		t.Fatalf("p1 for an account still before midnight: %+v", res.ChargeDecision)
+	}
+	if res := charge(a, onTimeHash, p1); len(res.Paid) != 1 {
+		t.Fatalf("p1 for that account after midnight: %+v, want it paid on the new day", res.ChargeDecision)
+	}
+	auditClean(t, a.pool)
+}
+
+// The meter looks each claim up by the whole primary key (stream, day, resource), in the plan
+// a prepared statement settles on too: the old lookup's generic plan probed (stream, resource)
+// and filtered the day, walking all the account's claims of the day on every lookup.
+func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO dedup_claims (stream_no, day, resource_hash)
+		SELECT 7, d, h FROM generate_series(1, 20000) h, (VALUES ('2026-11-23'::date), ('2026-11-24')) v(d); ANALYZE dedup_claims`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `PREPARE claims(int[], date[], bigint[]) AS `+commands.ClaimsSQL); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,7}', '{2026-11-24,2026-11-24}', '{5,20001}')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		probes := false
+		for _, l := range lines {
+			if strings.Contains(l, "Filter:") && strings.Contains(l, "day") {
+				t.Fatalf("%s: the day is filtered, not probed:\n%s", mode, plan)
+			}
+			if strings.Contains(l, "Index Cond:") && strings.Contains(l, "stream_no =") && strings.Contains(l, "day =") && strings.Contains(l, "resource_hash =") {
+				probes = true
+			}
+		}
+		if !probes {
+			t.Fatalf("%s: no index probe on the whole key:\n%s", mode, plan)
+		}
+	}
+	var found []string
+	var no int32
+	var day string
+	var hash int64
+	rows, err := conn.Query(ctx, `EXECUTE claims('{7,7,7,8}', '{2026-11-24,2026-11-24,2026-11-25,2026-11-24}', '{5,20001,6,5}')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&no, &day, &hash}, func() error {
+		found = append(found, fmt.Sprint(no, " ", day, " ", hash))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(found, ",") != "7 2026-11-24 5" {
+		t.Fatalf("found claims %q, want only 7 2026-11-24 5", found)
+	}
 }
