@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/audit"
@@ -509,6 +510,24 @@ func TestMaintenanceKeepsOnlyTodaysAndYesterdaysClaims(t *testing.T) {
 	}
 	if fmt.Sprint(days) != "[2026-11-25 2026-11-26]" {
 		t.Fatalf("claims kept for %v; want only yesterday's and today's", days)
+	}
+	// A day is a partition: the days before yesterday are gone whole, the days ahead are ready.
+	var before int
+	var ahead []string
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'dedup_claims'::regclass AND c.relname < 'dedup_claims_20261125'`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	rows, err = s.pool.Query(ctx, `SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'dedup_claims'::regclass AND c.relname BETWEEN 'dedup_claims_20261125' AND 'dedup_claims_20261128' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if before != 0 || len(ahead) != 4 {
+		t.Fatalf("%d claim partitions before yesterday, and %v from yesterday to two days ahead; want none, and 4", before, ahead)
 	}
 	// The fact stays in the events: today's second request is still free.
 	if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || !res.FullyDeduplicated() {

@@ -85,11 +85,13 @@ type Meter struct {
 	opts  MeterOptions
 	keys  *KeyCache
 
-	mu      sync.Mutex
-	wake    *sync.Cond
-	queue   []*pendingCharge
-	closed  bool
-	workers sync.WaitGroup
+	mu     sync.Mutex
+	wake   *sync.Cond
+	queue  []*pendingCharge
+	closed bool
+	// claimDayReady is the UTC day whose dedup_claims partitions this meter knows exist.
+	claimDayReady string
+	workers       sync.WaitGroup
 }
 
 // pendingCharge is one submitted charge and, once its batch ends, its answer.
@@ -210,9 +212,13 @@ func (m *Meter) work() {
 func (m *Meter) runBatch(batch []*pendingCharge) {
 	err := m.commit(batch)
 	var stale *connectionLostBeforeWrite
-	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
+	var missing *missingClaimDay
+	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) || errors.As(err, &missing) {
 		if errors.Is(err, eventstore.ErrNoPartition) {
 			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
+		}
+		if missing != nil {
+			_ = ensureClaimDays(context.Background(), m.store.Pool, missing.first, missing.last)
 		}
 		err = m.commit(batch)
 	}
@@ -321,6 +327,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
 	now := m.clock().UTC().Truncate(time.Microsecond)
 	today := domain.Day(now)
+	m.ensureClaimDay(now)
 	var accountIDs, keyIDs []string
 	var nos []int32
 	var lookup claimLookup
@@ -466,6 +473,9 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if statementRolledBack(err) {
 		// A statement of the batch failed with an ERROR: the server rolled the transaction
 		// back and COMMIT answered ROLLBACK.
+		if isMissingClaimDay(err) {
+			return leave(&missingClaimDay{first: slices.Min(newDays), last: slices.Max(newDays), err: err})
+		}
 		return leave(eventstore.MapError(err))
 	}
 	// The connection failed, or the server ended the session (FATAL: shutdown, termination),
@@ -475,6 +485,25 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		return rerr
 	}
 	return nil
+}
+
+// ensureClaimDay makes sure, once a day, that dedup_claims has partitions for today and
+// tomorrow before a batch claims on them (Maintain keeps them ready in kyapi serve; a meter
+// may run before its first pass, or without it). Should it fail, a batch that meets a missing
+// day creates it then (runBatch).
+func (m *Meter) ensureClaimDay(now time.Time) {
+	today := domain.Day(now)
+	m.mu.Lock()
+	ready := m.claimDayReady == today
+	m.mu.Unlock()
+	if ready {
+		return
+	}
+	if ensureClaimDays(context.Background(), m.store.Pool, today, domain.Day(now.AddDate(0, 0, 1))) == nil {
+		m.mu.Lock()
+		m.claimDayReady = today
+		m.mu.Unlock()
+	}
 }
 
 // readRound1 reads the locked accounts, key states, heads, claims and transaction id.

@@ -625,7 +625,7 @@ func TestAClockBehindMidnightDedupsOnTheDayTheAccountIsIn(t *testing.T) {
 // and filtered the day, walking all the account's claims of the day on every lookup.
 func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	if _, err := pool.Exec(ctx, `INSERT INTO dedup_claims (stream_no, day, resource_hash)
+	if _, err := pool.Exec(ctx, `SELECT kyapi_ensure_claim_days('2026-11-23', '2026-11-25'); INSERT INTO dedup_claims (stream_no, day, resource_hash)
 		SELECT 7, d, h FROM generate_series(1, 20000) h, (VALUES ('2026-11-23'::date), ('2026-11-24')) v(d); ANALYZE dedup_claims`); err != nil {
 		t.Fatal(err)
 	}
@@ -650,17 +650,26 @@ func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := strings.Join(lines, "\n")
-		probes := false
+		// Each day is a partition (run-time pruning skips the others); a day's claims must be
+		// probed by the whole key. An empty day may be scanned: it holds nothing to walk.
+		probed := map[string]bool{}
+		node := ""
 		for _, l := range lines {
-			if strings.Contains(l, "Filter:") && strings.Contains(l, "day") {
+			switch {
+			case strings.Contains(l, "->"):
+				node = l
+			case strings.Contains(l, "Filter:") && strings.Contains(l, "day") && strings.Contains(node, "Index"):
 				t.Fatalf("%s: the day is filtered, not probed:\n%s", mode, plan)
-			}
-			if strings.Contains(l, "Index Cond:") && strings.Contains(l, "stream_no =") && strings.Contains(l, "day =") && strings.Contains(l, "resource_hash =") {
-				probes = true
+			case strings.Contains(l, "Index Cond:") && strings.Contains(l, "stream_no =") && strings.Contains(l, "day =") && strings.Contains(l, "resource_hash ="):
+				for _, day := range []string{"20261123", "20261124"} {
+					if strings.Contains(node, "dedup_claims_"+day) {
+						probed[day] = true
+					}
+				}
 			}
 		}
-		if !probes {
-			t.Fatalf("%s: no index probe on the whole key:\n%s", mode, plan)
+		if len(probed) != 2 {
+			t.Fatalf("%s: the days holding claims are not both probed by the whole key:\n%s", mode, plan)
 		}
 	}
 	var found []string
@@ -680,4 +689,39 @@ func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
 	if strings.Join(found, ",") != "7 2026-11-24 5" {
 		t.Fatalf("found claims %q, want only 7 2026-11-24 5", found)
 	}
+}
+
+// A charge that claims on a day dedup_claims has no partition for (here the day of an account
+// whose last event another process's clock put a month ahead) is rolled back whole, the day is
+// created, and the batch runs again: the charge is paid once and claimed on that day.
+func TestAChargeOnADayWithoutAPartitionCreatesTheDayAndCommits(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	s := newStack(t, dbURL, &clock{now: noon})
+	ahead := newStack(t, dbURL, &clock{now: noon.AddDate(0, 1, 0)})
+	id, key := fundedAccount(t, s, 500)
+	if _, err := ahead.accounts.Purchase(ctx, id, 500, "from-ahead", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `DROP TABLE IF EXISTS dedup_claims_20261223`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.charge(domain.HashKey(key.APIKey), domain.OpPlaceDetail, domain.PlaceResource("p1"))
+	if err != nil || len(res.Paid) != 1 {
+		t.Fatalf("charge on a day without a partition: %+v %v", res.ChargeDecision, err)
+	}
+	var days []string
+	rows, err := s.pool.Query(ctx, `SELECT day::text FROM dedup_claims`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if days, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(days) != "[2026-12-23]" {
+		t.Fatalf("claims on %v, want one on the account's day 2026-12-23", days)
+	}
+	if l := ledgerOf(t, s, id); l.charges != 1 {
+		t.Fatalf("ledger %+v, want one charge", l)
+	}
+	auditClean(t, s.pool)
 }

@@ -204,7 +204,7 @@ func (r *report) bytesPerRequest(md, mm *loadRun) {
 
 // boundedByDay are the tables whose rows are bounded by the day, not by the requests.
 var boundedByDay = map[string]string{
-	"dedup_claims":    "today's and yesterday's claims, older ones deleted every minute and their space reused",
+	"dedup_claims":    "a partition per UTC day; the days before yesterday are dropped whole",
 	"rm_usage_daily":  "a row per place and UTC day",
 	"rm_account_days": "a row per account, UTC day and kind of fact",
 }

@@ -297,12 +297,12 @@ func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Ti
 	t := time.NewTicker(maintenanceEvery)
 	defer t.Stop()
 	for {
-		if parts, claims, err := commands.Maintain(ctx, store, clock()); err != nil {
+		if parts, days, err := commands.Maintain(ctx, store, clock()); err != nil {
 			if ctx.Err() == nil {
 				log.WithError(err).Warn("maintenance failed; it runs again in a minute")
 			}
-		} else if parts > 0 || claims > 0 {
-			log.WithFields(logrus.Fields{"partitions_created": parts, "claims_deleted": claims}).Info("maintenance")
+		} else if parts > 0 || days > 0 {
+			log.WithFields(logrus.Fields{"partitions_created": parts, "claim_days_dropped": days}).Info("maintenance")
 		}
 		select {
 		case <-ctx.Done():
