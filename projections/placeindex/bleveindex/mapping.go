@@ -10,7 +10,6 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/char/asciifolding"
 	"github.com/blevesearch/bleve/v2/analysis/token/edgengram"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 
@@ -56,9 +55,10 @@ func newMapping() (mapping.IndexMapping, error) {
 	m := bleve.NewIndexMapping()
 	// Only letters and digits make words, so "food.restaurant.bbq" and
 	// "Bar-B-Q" split into words exactly as placeindex.Words splits a query.
+	// (Indexes built before kept bleve's regexp tokenizer with [\p{L}\p{N}]+ in
+	// their stored mapping; both make the same words.)
 	if err := m.AddCustomTokenizer("place_letters", map[string]any{
-		"type":   regexp.Name,
-		"regexp": `[\p{L}\p{N}]+`,
+		"type": lettersTokenizerName,
 	}); err != nil {
 		return nil, err
 	}
