@@ -325,9 +325,11 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		p.res, p.err = ChargeResult{}, nil
 	}
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
-	now := m.clock().UTC().Truncate(time.Microsecond)
-	today := domain.Day(now)
-	m.ensureClaimDay(now)
+	// The claims are looked up on today's date, read now; the charges' time is read again
+	// once the locks are held (a revoke, a grace period ending, midnight are seen as of then).
+	looked := m.clock().UTC()
+	today := domain.Day(looked)
+	m.ensureClaimDay(looked)
 	var accountIDs, keyIDs []string
 	var nos []int32
 	var lookup claimLookup
@@ -382,8 +384,10 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	}
 	// Within a stream time never goes backwards: an account whose last event is later than
 	// now (another process's clock ahead of this one's) charges at that event's time, and
-	// claims on its day. Such a day's claims are looked up now, under the same locks.
+	// claims on its day. A day other than the one looked up (that, or midnight passed while
+	// the batch waited for its locks) has its claims looked up now, under the same locks.
 	var later claimLookup
+	now := m.clock().UTC().Truncate(time.Microsecond)
 	for _, a := range accounts {
 		if a.head != nil {
 			a.now = now
