@@ -54,7 +54,7 @@ func runImport(ctx context.Context, args []string) error {
 // Run it with the servers stopped, or expect them to serve partial read models meanwhile.
 func runRebuild(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
-	batch := fs.Int("batch", 5000, "events per transaction")
+	batch := fs.Int("batch", 10000, "events per transaction")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
