@@ -351,3 +351,33 @@ func TestARebuiltPlaceIndexAnswersAsTheIndexCaughtUpBatchByBatch(t *testing.T) {
 		}
 	}
 }
+
+// Stored places are compressed with lz4 where the server has it (migration 0013): the catalog
+// projection writes every place's document and views, and the read API reads them per request.
+func TestStoredPlacesAreCompressedWithLz4WhereTheServerHasIt(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	if _, err := demodata.Write(&buf, demodata.Config{Places: 200, Today: catalogNow}); err != nil {
+		t.Fatal(err)
+	}
+	catalogApply(t, pool, catalogImport(t, pool, buf.Bytes()))
+	var lz4 bool
+	if err := pool.QueryRow(bg, `SELECT 'lz4' = ANY (enumvals) FROM pg_settings WHERE name = 'default_toast_compression'`).Scan(&lz4); err != nil {
+		t.Fatal(err)
+	}
+	want := "pglz"
+	if lz4 {
+		want = "lz4"
+	}
+	var methods []string
+	rows, err := pool.Query(bg, `SELECT DISTINCT pg_column_compression(doc) FROM rm_places WHERE pg_column_compression(doc) IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if methods, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if len(methods) != 1 || methods[0] != want {
+		t.Fatalf("documents compressed with %v, want only %s", methods, want)
+	}
+}
