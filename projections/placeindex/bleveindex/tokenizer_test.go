@@ -3,21 +3,27 @@ package bleveindex
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	goregexp "regexp"
 	"testing"
 	"time"
 
+	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/mapping"
 
 	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
 // The letters tokenizer makes the words bleve's regexp tokenizer made with [\p{L}\p{N}]+ (the
 // tokenizer of the indexes built before it): same terms, offsets and positions, over every
-// text of a demo catalog and the edges of Unicode.
+// text of a demo catalog and the edges of Unicode. The reference is the regexp's matches,
+// numbered as that tokenizer numbers them; this test binary does not import the tokenizer's
+// package, so that only the package's own import keeps it registered for old indexes.
 func TestTheLettersTokenizerMakesTheRegexpTokenizersWords(t *testing.T) {
 	texts := []string{
 		"", "   ", "a", "Bar-B-Q", "food.restaurant.bbq", "Café Ñandú 42nd St.", "東京ラーメン 本店",
@@ -44,10 +50,9 @@ func TestTheLettersTokenizerMakesTheRegexpTokenizersWords(t *testing.T) {
 	if len(texts) < 1000 {
 		t.Fatalf("only %d texts from the demo catalog", len(texts))
 	}
-	want := regexp.NewRegexpTokenizer(goregexp.MustCompile(`[\p{L}\p{N}]+`))
 	words := 0
 	for _, text := range texts {
-		got, exp := lettersTokenizer{}.Tokenize([]byte(text)), want.Tokenize([]byte(text))
+		got, exp := lettersTokenizer{}.Tokenize([]byte(text)), regexpWords([]byte(text))
 		if g, e := describe(got), describe(exp); g != e {
 			t.Fatalf("%q:\n got %s\nwant %s", text, g, e)
 		}
@@ -56,6 +61,17 @@ func TestTheLettersTokenizerMakesTheRegexpTokenizersWords(t *testing.T) {
 	if words < 5000 {
 		t.Fatalf("only %d words compared", words)
 	}
+}
+
+var wordsRegexp = goregexp.MustCompile(`[\p{L}\p{N}]+`)
+
+// regexpWords are the tokens bleve's regexp tokenizer makes of input with wordsRegexp.
+func regexpWords(input []byte) analysis.TokenStream {
+	var out analysis.TokenStream
+	for i, m := range wordsRegexp.FindAllIndex(input, -1) {
+		out = append(out, &analysis.Token{Term: input[m[0]:m[1]], Start: m[0], End: m[1], Position: i + 1})
+	}
+	return out
 }
 
 func describe(ts analysis.TokenStream) string {
@@ -74,9 +90,50 @@ func BenchmarkTokenizers(b *testing.B) {
 		}
 	})
 	b.Run("regexp", func(b *testing.B) {
-		r := regexp.NewRegexpTokenizer(goregexp.MustCompile(`[\p{L}\p{N}]+`))
 		for range b.N {
-			r.Tokenize(text)
+			regexpWords(text)
 		}
 	})
+}
+
+// An index built before the letters tokenizer stored bleve's regexp tokenizer in its mapping;
+// it opens, and its text search finds what it did.
+func TestAnIndexBuiltWithTheRegexpTokenizerStillOpensAndSearches(t *testing.T) {
+	dir := t.TempDir()
+	m, err := newMapping()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.(*mapping.IndexMappingImpl).CustomAnalysis.Tokenizers["place_letters"] = map[string]any{
+		"type": "regexp", "regexp": `[\p{L}\p{N}]+`,
+	}
+	old, err := bleve.New(filepath.Join(dir, genName(1)), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &generation{name: genName(1), bleve: old, points: newGrid(), ranking: newRanking()}
+	docs := []placeindex.Doc{
+		{PlaceID: "p1", Name: "Joe's Bar-B-Q", Category: "food.restaurant.bbq"},
+		{PlaceID: "p2", Name: "Café Ñandú", Category: "food.cafe"},
+	}
+	if err := g.Upsert(context.Background(), docs, nil, "7/7"); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeCurrent(dir, genName(1)); err != nil {
+		t.Fatal(err)
+	}
+	idx, err := Open(dir)
+	if err != nil {
+		t.Fatalf("an index built with the regexp tokenizer does not open: %v", err)
+	}
+	defer idx.Close()
+	for q, want := range map[string]string{"bar b q": "p1", "nandu": "p2", "restaur": "p1"} {
+		res, err := idx.List(context.Background(), placeindex.ListQuery{Q: q})
+		if err != nil || len(res.Hits) != 1 || res.Hits[0].PlaceID != want {
+			t.Fatalf("%q: %+v %v, want %s", q, res, err, want)
+		}
+	}
 }
