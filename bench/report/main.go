@@ -489,7 +489,7 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 		r.p("  process's cache), and the 64 connections of the load make batches of about 16, not 800.")
 	}
 	r.p("- **Projections compete for the same cores.** Every charge appends an event that the account")
-	r.p("  projections read and apply while the load runs (see the profile below), in one range per 100 ms")
+	r.p("  projections read and apply while the load runs (see the profile below), in one range per 300 ms")
 	r.p("  (`Runner.Gather`) rather than one per commit; their share of the server's CPU and their queries")
 	r.p("  in PostgreSQL come out of the same two cores, and the balances projection's lag (%.0f ms at most", md.ProjectionMaxLagMs)
 	r.p("  in the detail run) is the queue they build.")
