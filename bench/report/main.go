@@ -269,8 +269,20 @@ func (r *report) write() string {
 		if mm != nil && um != nil && um.Overall.RPS > 0 {
 			r.p("Mix: %.2f× (%s vs %s req/s).", mm.Overall.RPS/um.Overall.RPS, thousands(mm.Overall.RPS), thousands(um.Overall.RPS))
 		}
+		if un.Overall.P99ms > 0 {
+			r.p("p99, metered / unmetered: detail %.2f× (%.2f vs %.2f ms).", md.Overall.P99ms/un.Overall.P99ms, md.Overall.P99ms, un.Overall.P99ms)
+		}
 		r.p("")
 		r.check("metered detail / unmetered detail", "≥ 0.8×", ratio, 0.8, true, "×")
+		if un.Overall.P99ms > 0 {
+			r.check("metered detail p99 / unmetered detail p99", "≤ 2×", md.Overall.P99ms/un.Overall.P99ms, 2, false, "×")
+		}
+	}
+	if mm != nil && um != nil && um.Overall.RPS > 0 {
+		r.check("metered mix / unmetered mix", "≥ 0.8×", mm.Overall.RPS/um.Overall.RPS, 0.8, true, "×")
+		if um.Overall.P99ms > 0 {
+			r.check("metered mix p99 / unmetered mix p99", "≤ 2×", mm.Overall.P99ms/um.Overall.P99ms, 2, false, "×")
+		}
 	}
 	if md != nil {
 		r.check("metered detail throughput, 64 connections", "≥ 5,000 req/s", md.Overall.RPS, 5000, true, "req/s")
