@@ -18,6 +18,11 @@ type sizeSnapshot struct {
 	Events        int64       `json:"events"` // every event in the store
 	Tables        []tableSize `json:"tables"`
 	CatchUpError  string      `json:"catch_up_error,omitempty"`
+	// ChargeEvents and ChargeRowBytes are the charge events in the store and their rows'
+	// average size by their columns (pg_column_size of the whole row, tuple header
+	// included): what a charge event occupies in a page, whatever free space it went into.
+	ChargeEvents   int64   `json:"charge_events"`
+	ChargeRowBytes float64 `json:"charge_row_bytes"`
 }
 
 // tableSize is one table's heap (with TOAST, free space and visibility maps) and its indexes;
@@ -54,6 +59,10 @@ func runSize(ctx context.Context, args []string) error {
 		return err
 	}
 	if s.Events, err = eventstore.TotalEvents(ctx, pool); err != nil {
+		return err
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*), coalesce(avg(pg_column_size(e.*)), 0)::float8 FROM events e
+		WHERE e.type IN ('RequestCharged', 'RequestDeduplicated')`).Scan(&s.ChargeEvents, &s.ChargeRowBytes); err != nil {
 		return err
 	}
 	rows, err := pool.Query(ctx, `
