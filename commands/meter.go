@@ -332,7 +332,8 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	m.ensureClaimDay(looked)
 	var accountIDs, keyIDs []string
 	var nos []int32
-	var lookup claimLookup
+	hashes := resourceHashes{}
+	lookup := claimLookup{hashes: hashes}
 	for i, p := range batch {
 		if i == 0 || p.req.AccountID != batch[i-1].req.AccountID {
 			accountIDs, nos = append(accountIDs, p.req.AccountID), append(nos, p.req.StreamNo)
@@ -363,7 +364,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
-	rb.Queue(claimsSQL, lookup.nos, lookup.days, lookup.hashes)
+	rb.Queue(claimsSQL, lookup.nos, lookup.days, lookup.keys)
 	rb.Queue(`SELECT pg_current_xact_id()::text`)
 	accounts := map[string]*batchAccount{}
 	keys := map[string]batchKey{}
@@ -386,7 +387,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	// now (another process's clock ahead of this one's) charges at that event's time, and
 	// claims on its day. A day other than the one looked up (that, or midnight passed while
 	// the batch waited for its locks) has its claims looked up now, under the same locks.
-	var later claimLookup
+	later := claimLookup{hashes: hashes}
 	now := m.clock().UTC().Truncate(time.Microsecond)
 	for _, a := range accounts {
 		if a.head != nil {
@@ -403,7 +404,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		}
 	}
 	if len(later.nos) > 0 {
-		rows, err := pc.Query(ctx, claimsSQL, later.nos, later.days, later.hashes)
+		rows, err := pc.Query(ctx, claimsSQL, later.nos, later.days, later.keys)
 		if err == nil {
 			err = scanClaims(rows, claimed)
 		}
@@ -425,11 +426,11 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 			p.err = domain.ErrInvalidKey
 			continue
 		}
-		if err := m.decide(p, a, keys[p.req.KeyID], claimed, &writes); err != nil {
+		if err := m.decide(p, a, keys[p.req.KeyID], claimed, hashes, &writes); err != nil {
 			return leave(err)
 		}
 		for _, r := range p.res.Paid {
-			k := claimKey{a.no, a.day, ResourceHash(r)}
+			k := claimKey{a.no, a.day, hashes.of(r)}
 			if !claimed[k] {
 				claimed[k] = true
 				newNos, newDays, newHashes = append(newNos, k.stream), append(newDays, k.day), append(newHashes, k.hash)
@@ -559,15 +560,29 @@ func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map
 // claimLookup is the claims a batch looks up (claimsSQL): each resource of a charge, on the
 // day its account charges.
 type claimLookup struct {
+	hashes resourceHashes
 	nos    []int32
 	days   []string
-	hashes []int64
+	keys   []int64
 }
 
 func (c *claimLookup) add(p *pendingCharge, day string) {
 	for _, r := range p.req.Resources {
-		c.nos, c.days, c.hashes = append(c.nos, p.req.StreamNo), append(c.days, day), append(c.hashes, ResourceHash(r))
+		c.nos, c.days, c.keys = append(c.nos, p.req.StreamNo), append(c.days, day), append(c.keys, c.hashes.of(r))
 	}
+}
+
+// resourceHashes are a batch's resource hashes, each computed once: the claim lookup, the
+// decision and the new claims all key on it.
+type resourceHashes map[string]int64
+
+func (h resourceHashes) of(r string) int64 {
+	v, ok := h[r]
+	if !ok {
+		v = ResourceHash(r)
+		h[r] = v
+	}
+	return v
 }
 
 // scanClaims adds the claims claimsSQL found to claimed.
@@ -601,7 +616,7 @@ func readRound2(wr pgx.BatchResults, claims, events bool) error {
 // before the lock was taken is seen here, whatever the cache said), decides with the domain,
 // and adds the event to the batch's writes. Refusals are the charge's own answer (p.err); an
 // error is the batch's.
-func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed map[claimKey]bool, writes *eventstore.Batch) error {
+func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed map[claimKey]bool, hashes resourceHashes, writes *eventstore.Batch) error {
 	key := domain.Key{ID: p.req.KeyID, AccountID: k.accountID, State: k.state, GraceUntil: k.graceUntil}
 	switch {
 	case k.accountID != a.id:
@@ -619,7 +634,7 @@ func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed ma
 		return nil
 	}
 	d, err := domain.DecideCharge(p.req.Operation, p.req.Resources, a.balance, func(r string) bool {
-		return claimed[claimKey{a.no, a.day, ResourceHash(r)}]
+		return claimed[claimKey{a.no, a.day, hashes.of(r)}]
 	})
 	if err != nil {
 		p.err = err
