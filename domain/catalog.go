@@ -108,23 +108,30 @@ type Observation struct {
 	ObservedAt time.Time `json:"observed_at"`
 }
 
-// Place is a business as imported: the API's place fields plus detail-only fields, menu,
-// review summary, the chain flag and the source observations behind field_trust.
+// PlaceRow is a place as list and search rows show it, canonical_url apart: every Place
+// field of the spec, nullable ones as explicit null, without the detail-only fields.
+type PlaceRow struct {
+	PlaceID        string   `json:"place_id"`
+	Name           string   `json:"name"`
+	Category       string   `json:"category"`
+	Address        string   `json:"address,omitempty"`
+	TownSlug       *string  `json:"town_slug"`
+	Latitude       *float64 `json:"latitude"`
+	Longitude      *float64 `json:"longitude"`
+	IsGem          bool     `json:"is_gem"`
+	LocalGemScore  *float64 `json:"local_gem_score"`
+	Phone          *string  `json:"phone"`
+	Website        *string  `json:"website"`
+	Rating         *float64 `json:"rating"`
+	RatingCount    *int     `json:"rating_count"`
+	SEODescription *string  `json:"seo_description"`
+}
+
+// Place is a business as imported: its list row's fields (PlaceRow, first in its JSON), the
+// detail-only fields, menu, review summary, the chain flag and the source observations behind
+// field_trust.
 type Place struct {
-	PlaceID        string                   `json:"place_id"`
-	Name           string                   `json:"name"`
-	Category       string                   `json:"category"`
-	Address        string                   `json:"address,omitempty"`
-	TownSlug       *string                  `json:"town_slug"`
-	Latitude       *float64                 `json:"latitude"`
-	Longitude      *float64                 `json:"longitude"`
-	IsGem          bool                     `json:"is_gem"`
-	LocalGemScore  *float64                 `json:"local_gem_score"`
-	Phone          *string                  `json:"phone"`
-	Website        *string                  `json:"website"`
-	Rating         *float64                 `json:"rating"`
-	RatingCount    *int                     `json:"rating_count"`
-	SEODescription *string                  `json:"seo_description"`
+	PlaceRow
 	Hours          *Hours                   `json:"hours"`
 	Description    *string                  `json:"description"`
 	EnrichmentTier string                   `json:"enrichment_tier"`

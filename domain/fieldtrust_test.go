@@ -126,7 +126,7 @@ func TestFieldsWithoutObservationsHaveNullEntries(t *testing.T) {
 
 func TestPlaceFieldTrustUsesThePlacesOwnValues(t *testing.T) {
 	site := "https://joes.example"
-	p := domain.Place{PlaceID: "p1", Name: "Joe's", Category: "food", Website: &site, Sources: map[string][]domain.Observation{
+	p := domain.Place{PlaceRow: domain.PlaceRow{PlaceID: "p1", Name: "Joe's", Category: "food", Website: &site}, Sources: map[string][]domain.Observation{
 		"website": {trustObs("a", "http://www.joes.example/", 4), trustObs("b", site, 3), trustObs("c", "HTTPS://JOES.EXAMPLE", 2)},
 	}}
 	got := domain.PlaceFieldTrust(p, trustNow)

@@ -28,25 +28,6 @@ func (v PlaceView) TrustHolds(now time.Time) bool {
 	return (v.TrustFrom == nil || now.After(*v.TrustFrom)) && (v.TrustUntil == nil || !now.After(*v.TrustUntil))
 }
 
-// placeRowView is a place as list and search rows show it, canonical_url apart: every Place
-// field of the spec, nullable ones as explicit null, without the detail-only fields.
-type placeRowView struct {
-	PlaceID        string   `json:"place_id"`
-	Name           string   `json:"name"`
-	Category       string   `json:"category"`
-	Address        string   `json:"address,omitempty"`
-	TownSlug       *string  `json:"town_slug"`
-	Latitude       *float64 `json:"latitude"`
-	Longitude      *float64 `json:"longitude"`
-	IsGem          bool     `json:"is_gem"`
-	LocalGemScore  *float64 `json:"local_gem_score"`
-	Phone          *string  `json:"phone"`
-	Website        *string  `json:"website"`
-	Rating         *float64 `json:"rating"`
-	RatingCount    *int     `json:"rating_count"`
-	SEODescription *string  `json:"seo_description"`
-}
-
 // placeDetailView is what place detail shows after canonical_url.
 type placeDetailView struct {
 	Hours          *hoursView             `json:"hours"`
@@ -80,12 +61,7 @@ type reviewSummaryView struct {
 // generated_at shows that instant), with field_trust as of now.
 func RenderPlace(p Place, importedAt, now time.Time) (PlaceView, error) {
 	var v PlaceView
-	row, err := json.Marshal(placeRowView{
-		PlaceID: p.PlaceID, Name: p.Name, Category: p.Category, Address: p.Address,
-		TownSlug: p.TownSlug, Latitude: p.Latitude, Longitude: p.Longitude,
-		IsGem: p.IsGem, LocalGemScore: p.LocalGemScore, Phone: p.Phone, Website: p.Website,
-		Rating: p.Rating, RatingCount: p.RatingCount, SEODescription: p.SEODescription,
-	})
+	row, err := json.Marshal(p.PlaceRow)
 	if err != nil {
 		return v, err
 	}

@@ -12,8 +12,9 @@ func viewedPlace(observed ...time.Time) Place {
 	town, lat, lng, desc := "lexington", 38.04, -84.5, "Bourbon <and> music & more."
 	phone := "(859) 555-0100"
 	p := Place{
-		PlaceID: "p-1", Name: "Bar & Grill", Category: "food.bbq", Address: "1 Main St",
-		TownSlug: &town, Latitude: &lat, Longitude: &lng, Phone: &phone, Description: &desc,
+		PlaceRow: PlaceRow{PlaceID: "p-1", Name: "Bar & Grill", Category: "food.bbq", Address: "1 Main St",
+			TownSlug: &town, Latitude: &lat, Longitude: &lng, Phone: &phone},
+		Description:    &desc,
 		EnrichmentTier: "premium",
 		Hours:          &Hours{Mon: []TimeRange{{Open: "11:00", Close: "22:00"}}},
 		Menu:           []MenuItem{{Name: "Hot Brown", Currency: "USD"}},
@@ -74,7 +75,7 @@ func TestARenderedPlaceJoinsIntoTheRowAndDetailTheSpecShows(t *testing.T) {
 		t.Fatalf("reviews = %s: %v", v.Reviews, err)
 	}
 
-	bare := Place{PlaceID: "p-2", Name: "Plain", Category: "shop"}
+	bare := Place{PlaceRow: PlaceRow{PlaceID: "p-2", Name: "Plain", Category: "shop"}}
 	b, err := RenderPlace(bare, imported, now)
 	if err != nil || b.Menu != nil || b.Reviews != nil || b.MenuItems != 0 || b.TrustFrom != nil || b.TrustUntil != nil {
 		t.Fatalf("a place without menu, reviews or sources: %+v %v", b, err)

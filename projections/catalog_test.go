@@ -197,7 +197,7 @@ func TestResetEmptiesTheCatalogTables(t *testing.T) {
 func TestPlaceDocsKeepTheLastImportOfEachPlace(t *testing.T) {
 	lat, lng, n := 37.5, -84.3, 12
 	desc, seo := "Pie since 1950.", "Joe's is a diner."
-	p := domain.Place{PlaceID: "p1", Name: "Joe's", Category: "food.diner", Latitude: &lat, Longitude: &lng, RatingCount: &n, SEODescription: &seo}
+	p := domain.Place{PlaceRow: domain.PlaceRow{PlaceID: "p1", Name: "Joe's", Category: "food.diner", Latitude: &lat, Longitude: &lng, RatingCount: &n, SEODescription: &seo}}
 	d := projections.PlaceDoc(p)
 	if d.Location == nil || d.Location.Lat != lat || d.Description != seo || d.RatingCount != 12 || d.TownSlug != "" {
 		t.Fatalf("doc %+v", d)

@@ -60,9 +60,9 @@ func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err 
 		if err := json.Unmarshal(e.Payload, &f); err != nil {
 			return nil, fmt.Errorf("place docs: event %d: %w", e.Position, err)
 		}
-		d := PlaceDoc(domain.Place{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category, TownSlug: f.TownSlug,
-			Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount,
-			Description: f.Description, SEODescription: f.SEODescription})
+		d := PlaceDoc(domain.Place{PlaceRow: domain.PlaceRow{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category,
+			TownSlug: f.TownSlug, Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount,
+			SEODescription: f.SEODescription}, Description: f.Description})
 		if i, ok := at[d.PlaceID]; ok {
 			if e.Version >= version[d.PlaceID] {
 				docs[i], version[d.PlaceID] = d, e.Version
