@@ -244,7 +244,7 @@ type streamInfo struct {
 }
 
 func readStreams(ctx context.Context, tx pgx.Tx, accountID string) ([]streamInfo, error) {
-	sql := `SELECT stream_no, stream_id, version, head_hash, head_at FROM streams`
+	sql := `SELECT ` + eventstore.HeadColumns + ` FROM streams`
 	var args []any
 	if accountID != "" {
 		sql += ` WHERE stream_id = $1`

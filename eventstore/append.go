@@ -20,16 +20,20 @@ type Head struct {
 	Version int64
 	Hash    [32]byte  // hash of the event at Version; zero for an empty stream
 	At      time.Time // recorded_at of the event at Version; the zero time for an empty stream
+	// Position is the event at Version's position as the head was read (0 for an empty
+	// stream). Add does not move it: positions are given when a batch is written.
+	Position int64
 }
 
-const headColumns = `stream_no, stream_id, version, head_hash, head_at`
+// HeadColumns are the columns of streams that ScanHeads reads, in its order.
+const HeadColumns = `stream_no, stream_id, version, head_hash, head_at, coalesce(head_position, 0)`
 
 // HeadsByNoSQL reads the heads of the streams numbered $1 (integer[]). It does not lock them:
 // callers hold a lock of their own (an account row) that keeps other appenders out, and
 // run it after taking that lock, so its snapshot shows the head the last appender left.
-const HeadsByNoSQL = `SELECT ` + headColumns + ` FROM streams WHERE stream_no = ANY($1)`
+const HeadsByNoSQL = `SELECT ` + HeadColumns + ` FROM streams WHERE stream_no = ANY($1)`
 
-// ScanHeads reads the rows of HeadsByNoSQL (or any query of headColumns) into a map by number.
+// ScanHeads reads the rows of HeadsByNoSQL (or any query of HeadColumns) into a map by number.
 func ScanHeads(rows pgx.Rows, err error) (map[int32]*Head, error) {
 	if err != nil {
 		return nil, err
@@ -38,7 +42,7 @@ func ScanHeads(rows pgx.Rows, err error) (map[int32]*Head, error) {
 	var h Head
 	var hash []byte
 	var at *time.Time
-	_, err = pgx.ForEachRow(rows, []any{&h.No, &h.ID, &h.Version, &hash, &at}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&h.No, &h.ID, &h.Version, &hash, &at, &h.Position}, func() error {
 		head := h
 		copy(head.Hash[:], hash)
 		if at != nil {
@@ -61,7 +65,7 @@ func OpenHeads(ctx context.Context, q Querier, lock bool, streamIDs ...string) (
 		ON CONFLICT (stream_id) DO NOTHING`, streamIDs); err != nil {
 		return nil, fmt.Errorf("eventstore: open streams: %w", err)
 	}
-	sql := `SELECT ` + headColumns + ` FROM streams WHERE stream_id = ANY($1)`
+	sql := `SELECT ` + HeadColumns + ` FROM streams WHERE stream_id = ANY($1)`
 	if lock {
 		sql += ` ORDER BY stream_no FOR UPDATE`
 	}

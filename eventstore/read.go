@@ -85,7 +85,7 @@ func LastAt(ctx context.Context, q Querier, streamID string, at time.Time) (e Ev
 
 // StreamHead returns the head of one stream; ok is false when the stream does not exist.
 func StreamHead(ctx context.Context, q Querier, streamID string) (h Head, ok bool, err error) {
-	heads, err := ScanHeads(q.Query(ctx, `SELECT `+headColumns+` FROM streams WHERE stream_id = $1`, streamID))
+	heads, err := ScanHeads(q.Query(ctx, `SELECT `+HeadColumns+` FROM streams WHERE stream_id = $1`, streamID))
 	if err != nil {
 		return h, false, err
 	}
