@@ -38,8 +38,8 @@ type Options struct {
 	Before int64
 	// File is the archive file to create; it must not exist.
 	File string
-	// Now decides which events the dedup claims still refer to: every event of the range must
-	// be recorded before yesterday (UTC).
+	// Now decides which events the meter may still read dedup claims from: every event of the
+	// range must be recorded before yesterday (UTC).
 	Now time.Time
 	// Projections are the projections whose checkpoints must have passed the range (every
 	// projection in projection_checkpoints must have too).
@@ -96,8 +96,9 @@ func plan(ctx context.Context, q eventstore.Querier, before int64) ([]eventstore
 	return chosen, nil
 }
 
-// checkReaders refuses a range that a projection has not passed, or that the dedup claims
-// kept for today and yesterday may still refer to.
+// checkReaders refuses a range that a projection has not passed, or whose charges the meter
+// may still read as dedup claims (today's and yesterday's: a clock behind midnight charges on
+// yesterday).
 func checkReaders(ctx context.Context, q eventstore.Querier, sum eventstore.RangeSummary, opts Options) error {
 	if sum.Last == nil {
 		return nil
@@ -132,7 +133,7 @@ func checkReaders(ctx context.Context, q eventstore.Querier, sum eventstore.Rang
 	}
 	keptFrom := time.Date(opts.Now.UTC().Year(), opts.Now.UTC().Month(), opts.Now.UTC().Day()-1, 0, 0, 0, 0, time.UTC)
 	if !sum.NewestAt.Before(keptFrom) {
-		return refuse("the range holds events of %s, and the dedup claims of today and yesterday (UTC) are kept next to the events they decided: archive it from %s on",
+		return refuse("the range holds events of %s, and the dedup claims of today and yesterday (UTC) are read from their events: archive it from %s on",
 			sum.NewestAt.Format(time.DateOnly), sum.NewestAt.UTC().Truncate(24*time.Hour).AddDate(0, 0, 2).Format(time.RFC3339))
 	}
 	return nil

@@ -4,11 +4,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"errors"
+	"slices"
+	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
@@ -25,64 +23,221 @@ func ResourceHash(resource string) int64 {
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
 
-// claimsKeptDays is how many UTC days of claims are kept: today and yesterday (a charge
-// decided just before midnight may still be committing after it). Older claims decide
-// nothing; the charge events hold those facts.
-const claimsKeptDays = 2
-
-// claimDaysAhead is how many days after today Maintain keeps a claims partition ready for.
-const claimDaysAhead = 2
-
 // Maintain does the periodic upkeep the write side needs: it creates the event-store partitions
-// the next appends will need and the dedup-claim partitions of the days ahead (dedup_claims has
-// one per UTC day), and drops the claims of days that can no longer be charged, a day at a time.
-// `kyapi serve` runs it every minute; it is safe to run from several processes.
-func Maintain(ctx context.Context, store *eventstore.Store, now time.Time) (partitions, claimDaysDropped int, err error) {
-	if partitions, err = eventstore.EnsurePartitions(ctx, store.Pool); err != nil {
-		return 0, 0, err
+// the next appends will need. `kyapi serve` runs it every minute; it is safe to run from
+// several processes.
+func Maintain(ctx context.Context, store *eventstore.Store) (partitions int, err error) {
+	return eventstore.EnsurePartitions(ctx, store.Pool)
+}
+
+// DefaultMaxClaims bounds the claims a meter keeps in memory (MeterOptions.MaxClaims): about
+// 60 MB (a claim takes some 30 bytes of map). Past it, the accounts charged longest ago are
+// forgotten; their claims are read again from their charge events when they next need them.
+const DefaultMaxClaims = 2_000_000
+
+// claimCache holds, for the accounts this process charges, the resources each has paid for on
+// its claims day: the same-day dedup state, derived from the account's RequestCharged events
+// and never trusted without checking. An entry says what it is current through (a stream
+// version); a batch holding the account's lock compares that with the stream's head and, when
+// another process or an earlier failure left it behind, reads the events it has not seen
+// (Meter.readClaims). The database holds no claims of its own: accounts.claims_day and
+// claims_from say where an account's claims start in its stream.
+type claimCache struct {
+	mu       sync.Mutex
+	accounts map[int32]*accountClaims
+	size     int // hashes held by the entries in accounts
+	max      int
+	tick     uint64
+	day      string // the newest UTC day a batch charged on; older entries are swept when it moves
+}
+
+// accountClaims is one account's claims. Through version it holds every resource paid by the
+// account's charges on day, and no charge up to version is on a later day.
+type accountClaims struct {
+	day     string
+	version int64 // the stream version the entry is current through
+	// position is at or below the position of the event at version: every event after
+	// version is after it in the stream's position order (the index the reads walk).
+	position int64
+	hashes   map[int64]struct{}
+	used     uint64
+	cached   bool // in claimCache.accounts (its hashes counted in size)
+}
+
+func newClaimCache(max int) *claimCache {
+	if max <= 0 {
+		max = DefaultMaxClaims
 	}
-	today := now.UTC()
-	if err := ensureClaimDays(ctx, store.Pool, domain.Day(today.AddDate(0, 0, -1)), domain.Day(today.AddDate(0, 0, claimDaysAhead))); err != nil {
-		return partitions, 0, err
+	return &claimCache{accounts: map[int32]*accountClaims{}, max: max}
+}
+
+// lookup returns the account's entry, as it stands now (day, version, position: another batch
+// of this process may still be recording its commit in it), and whether it is current through
+// the given stream version (the head, read under the account's lock). nil: never charged by
+// this process, or forgotten.
+func (c *claimCache) lookup(no int32, version int64) (e *accountClaims, seen accountClaims, current bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e = c.accounts[no]
+	if e == nil {
+		return nil, accountClaims{}, false
 	}
-	// Dropping a partition waits for the charges using dedup_claims, and charges would queue
-	// behind the drop: it gives up after a moment and is tried again at the next upkeep.
-	err = pgx.BeginFunc(ctx, store.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '2s'`); err != nil {
-			return err
+	c.tick++
+	e.used = c.tick
+	return e, accountClaims{day: e.day, version: e.version, position: e.position}, e.version == version
+}
+
+// extend adds to e, an entry of the account's claims day behind the head, the claims of the
+// charges read after it (Meter.readClaims), making it current through version, at position.
+func (c *claimCache) extend(no int32, e *accountClaims, version, position int64, hashes []int64) *accountClaims {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.cached {
+		c.size -= len(e.hashes)
+		e.cached = false
+	}
+	for _, h := range hashes {
+		e.hashes[h] = struct{}{}
+	}
+	e.version, e.position = version, position
+	c.put(no, e)
+	return e
+}
+
+// has tells whether e holds a claim on day for the resource hash.
+func (c *claimCache) has(e *accountClaims, day string, hash int64) bool {
+	if e == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.day != day {
+		return false
+	}
+	_, ok := e.hashes[hash]
+	return ok
+}
+
+// load replaces the account's entry with claims read from its events (Meter.readClaims): all
+// of day's, current through version (the head, held under the account's lock, at position).
+func (c *claimCache) load(no int32, day string, version, position int64, hashes []int64) *accountClaims {
+	e := &accountClaims{day: day, version: version, position: position, hashes: make(map[int64]struct{}, len(hashes))}
+	for _, h := range hashes {
+		e.hashes[h] = struct{}{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.put(no, e)
+	return e
+}
+
+// committed records a batch's charges of one account once its COMMIT succeeded: the stream
+// moved from `from` (the head the batch read under the lock, at position) to `to`, and the
+// account's charges in it paid for hashes on day. base is the entry the batch decided with,
+// current through from; nil when the batch read none because the account had no claims on day
+// (its claims_day was another day). An entry already past `to` (another batch of this process
+// read these events back) is left alone.
+func (c *claimCache) committed(no int32, base *accountClaims, from, to, position int64, day string, hashes []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if base != nil && base.version != from {
+		return
+	}
+	if cur := c.accounts[no]; cur != nil && cur.version >= to {
+		return
+	}
+	var e *accountClaims
+	switch {
+	case base != nil && (base.day == day || len(hashes) == 0):
+		e = base // the same day's claims, or still the old day's
+	case len(hashes) > 0:
+		e = &accountClaims{day: day, hashes: make(map[int64]struct{}, len(hashes))} // the day's first claims
+	default:
+		return // nothing is known of the account's claims: its next batch reads them
+	}
+	if e.cached {
+		c.size -= len(e.hashes)
+		e.cached = false
+	}
+	for _, h := range hashes {
+		e.hashes[h] = struct{}{}
+	}
+	e.version, e.position = to, position
+	c.put(no, e)
+}
+
+// put makes e the account's entry (c.mu held) and keeps the cache within its bound.
+func (c *claimCache) put(no int32, e *accountClaims) {
+	if old := c.accounts[no]; old != nil && old.cached {
+		c.size -= len(old.hashes)
+		old.cached = false
+	}
+	c.tick++
+	e.used, e.cached = c.tick, true
+	c.accounts[no] = e
+	c.size += len(e.hashes)
+	if c.size > c.max {
+		c.evict(no)
+	}
+}
+
+// evict forgets the accounts charged longest ago (never keep, the one being put) until the
+// cache holds at most three quarters of its bound.
+func (c *claimCache) evict(keep int32) {
+	nos := make([]int32, 0, len(c.accounts))
+	for no := range c.accounts {
+		if no != keep {
+			nos = append(nos, no)
 		}
-		oldest := domain.Day(today.AddDate(0, 0, -(claimsKeptDays - 1)))
-		return tx.QueryRow(ctx, `SELECT kyapi_drop_claim_days($1::date)`, oldest).Scan(&claimDaysDropped)
-	})
-	return partitions, claimDaysDropped, err
+	}
+	slices.SortFunc(nos, func(a, b int32) int { return compareUint(c.accounts[a].used, c.accounts[b].used) })
+	for _, no := range nos {
+		if c.size <= c.max*3/4 {
+			break
+		}
+		c.forget(no)
+	}
 }
 
-// ensureClaimDays creates the dedup_claims partitions missing from first to last (UTC days,
-// "2006-01-02").
-func ensureClaimDays(ctx context.Context, q eventstore.Querier, first, last string) error {
-	_, err := q.Exec(ctx, `SELECT kyapi_ensure_claim_days($1::date, $2::date)`, first, last)
-	return err
+func (c *claimCache) forget(no int32) {
+	if e := c.accounts[no]; e != nil {
+		c.size -= len(e.hashes)
+		e.cached = false
+		delete(c.accounts, no)
+	}
 }
 
-// missingClaimDay is a batch that claimed on a day dedup_claims has no partition for (the
-// database rolled it back: nothing was written). The batch runs again once days exist.
-type missingClaimDay struct {
-	first, last string
-	err         error
+// newDay forgets, when a batch first runs on a later UTC day than any before, the entries of
+// earlier days: a batch charges on its clock's day or, for an account whose newest event is
+// later, on that event's day, never on an earlier one.
+func (c *claimCache) newDay(now time.Time) {
+	today := domain.Day(now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if today <= c.day {
+		return
+	}
+	c.day = today
+	for no, e := range c.accounts {
+		if e.day < today {
+			c.forget(no)
+		}
+	}
 }
 
-func (e *missingClaimDay) Error() string { return e.err.Error() }
-func (e *missingClaimDay) Unwrap() error { return e.err }
-
-// isMissingClaimDay tells the error of an insert into dedup_claims for a day without a partition.
-func isMissingClaimDay(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.TableName == "dedup_claims"
+// held is how many claims the cache holds (tests).
+func (c *claimCache) held() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.size
 }
 
-// claimKey is one claim: an account's stream, a UTC day, a resource hash.
-type claimKey struct {
-	stream int32
-	day    string
-	hash   int64
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }

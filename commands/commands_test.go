@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/audit"
@@ -483,59 +482,59 @@ func TestAccountTotalsEqualTheEventsSums(t *testing.T) {
 	auditClean(t, s.pool)
 }
 
-func TestMaintenanceKeepsOnlyTodaysAndYesterdaysClaims(t *testing.T) {
+// Same-day dedup needs no table of claims: the account row says where its claims day starts in
+// its stream (claims_day, claims_from), and a meter that never charged the account — another
+// process, or this one restarted — reads that day's charges back from the events.
+func TestTheAccountRowSaysWhereItsClaimsStartAndAFreshMeterReadsThemBack(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
 	clk := &clock{now: noon}
-	s := newStack(t, pgtest.NewDatabase(t), clk)
-	_, key := fundedAccount(t, s, 500)
+	s := newStack(t, dbURL, clk)
+	id, key := fundedAccount(t, s, 500)
 	hash := domain.HashKey(key.APIKey)
-	for day := 0; day < 4; day++ {
-		if _, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil {
+	pay := func(s stack, r string, want int64) {
+		t.Helper()
+		res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource(r))
+		if err != nil || res.Credits != want {
+			t.Fatalf("%s on %s: %+v %v; want %d credits", r, domain.Day(clk.Now()), res.ChargeDecision, err, want)
+		}
+	}
+	claimsStart := func() (day string, from, firstOfDay int64) {
+		t.Helper()
+		if err := s.pool.QueryRow(ctx, `SELECT a.claims_day::text, a.claims_from,
+				(SELECT min(e.position) FROM events e WHERE e.stream_no = a.stream_no AND e.type = 'RequestCharged'
+				 AND e.recorded_at >= a.claims_day::timestamp AT TIME ZONE 'UTC')
+			FROM accounts a WHERE a.account_id = $1`, id).Scan(&day, &from, &firstOfDay); err != nil {
 			t.Fatal(err)
+		}
+		return day, from, firstOfDay
+	}
+	for day := range 3 {
+		pay(s, "p1", 1)
+		pay(s, "p1", 0)
+		pay(s, fmt.Sprint("d", day), 1)
+		got, from, first := claimsStart()
+		if got != domain.Day(clk.Now()) || from != first {
+			t.Fatalf("claims start at %s position %d; want %s position %d (the day's first charge)", got, from, domain.Day(clk.Now()), first)
 		}
 		clk.Advance(24 * time.Hour)
 	}
-	clk.Advance(-24 * time.Hour) // the fourth day
-	if _, _, err := commands.Maintain(ctx, eventstore.New(s.pool), clk.Now()); err != nil {
+	clk.Advance(-24 * time.Hour) // the third day
+	fresh := newStack(t, dbURL, clk)
+	pay(fresh, "p1", 0)
+	pay(fresh, "d2", 0)
+	pay(fresh, "d1", 1) // yesterday's claims are not today's
+	pay(s, "d1", 0)     // the first meter reads what the other one charged
+	if _, err := commands.Maintain(ctx, eventstore.New(s.pool)); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT day::text FROM dedup_claims ORDER BY day`)
-	if err != nil {
-		t.Fatal(err)
+	if l := ledgerOf(t, s, id); l.balance != 1000-7 || !l.consistent() {
+		t.Fatalf("ledger %+v; want 7 credits charged", l)
 	}
-	var days []string
-	for rows.Next() {
-		var d string
-		_ = rows.Scan(&d)
-		days = append(days, d)
-	}
-	if fmt.Sprint(days) != "[2026-11-25 2026-11-26]" {
-		t.Fatalf("claims kept for %v; want only yesterday's and today's", days)
-	}
-	// A day is a partition: the days before yesterday are gone whole, the days ahead are ready.
-	var before int
-	var ahead []string
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'dedup_claims'::regclass AND c.relname < 'dedup_claims_20261125'`).Scan(&before); err != nil {
-		t.Fatal(err)
-	}
-	rows, err = s.pool.Query(ctx, `SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'dedup_claims'::regclass AND c.relname BETWEEN 'dedup_claims_20261125' AND 'dedup_claims_20261128' ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ahead, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		t.Fatal(err)
-	}
-	if before != 0 || len(ahead) != 4 {
-		t.Fatalf("%d claim partitions before yesterday, and %v from yesterday to two days ahead; want none, and 4", before, ahead)
-	}
-	// The fact stays in the events: today's second request is still free.
-	if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || !res.FullyDeduplicated() {
-		t.Fatalf("same resource again today: %+v %v", res, err)
-	}
+	auditClean(t, s.pool)
 }
 
-// The Go and SQL forms of a claim's resource hash must agree: migrated claims use the SQL one.
+// The Go and SQL forms of a claim's resource hash must agree: the migration that hashed the
+// claims (0006) used the SQL one.
 func TestTheGoAndSQLResourceHashesAgree(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	for _, r := range []string{"place:p1", "towns", domain.EventsResource(strings.Repeat("é", 900), "2026-01-01", "2026-02-01"), ""} {

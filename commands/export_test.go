@@ -1,4 +1,7 @@
 package commands
 
-// ClaimsSQL lets a test EXPLAIN the meter's dedup-claim lookup.
-const ClaimsSQL = claimsSQL
+// ClaimEventsSQL lets a test EXPLAIN the meter's read of an account's charges.
+const ClaimEventsSQL = claimEventsSQL
+
+// ClaimsHeld is how many dedup claims the meter keeps in memory.
+func (m *Meter) ClaimsHeld() int { return m.claims.held() }

@@ -42,6 +42,8 @@ type MeterOptions struct {
 	// Workers is how many batch transactions may be in flight at once, each on its own
 	// connection (default 2).
 	Workers int
+	// MaxClaims bounds the dedup claims the meter keeps in memory (default DefaultMaxClaims).
+	MaxClaims int
 	// BeforeBatch, when set, hears the size of every batch a worker takes (metrics, tests).
 	BeforeBatch func(size int)
 	// Hooks let tests act where failures matter; nil in production.
@@ -85,13 +87,13 @@ type Meter struct {
 	opts  MeterOptions
 	keys  *KeyCache
 
-	mu     sync.Mutex
-	wake   *sync.Cond
-	queue  []*pendingCharge
-	closed bool
-	// claimDayReady is the UTC day whose dedup_claims partitions this meter knows exist.
-	claimDayReady string
-	workers       sync.WaitGroup
+	claims *claimCache
+
+	mu      sync.Mutex
+	wake    *sync.Cond
+	queue   []*pendingCharge
+	closed  bool
+	workers sync.WaitGroup
 }
 
 // pendingCharge is one submitted charge and, once its batch ends, its answer.
@@ -111,7 +113,7 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
-	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool)}
+	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool), claims: newClaimCache(opts.MaxClaims)}
 	m.wake = sync.NewCond(&m.mu)
 	m.workers.Add(opts.Workers)
 	for range opts.Workers {
@@ -212,13 +214,9 @@ func (m *Meter) work() {
 func (m *Meter) runBatch(batch []*pendingCharge) {
 	err := m.commit(batch)
 	var stale *connectionLostBeforeWrite
-	var missing *missingClaimDay
-	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) || errors.As(err, &missing) {
+	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
 		if errors.Is(err, eventstore.ErrNoPartition) {
 			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
-		}
-		if missing != nil {
-			_ = ensureClaimDays(context.Background(), m.store.Pool, missing.first, missing.last)
 		}
 		err = m.commit(batch)
 	}
@@ -285,9 +283,18 @@ type batchAccount struct {
 	id      string
 	no      int32
 	balance int64
-	head    *eventstore.Head
-	now     time.Time // the batch's time, or the account's last event's if later
-	day     string    // UTC day of now: the day its charges claim
+	// claimsDay and claimsFrom are the account's claims_day (UTC day of its newest charge; ""
+	// if never charged) and claims_from (position of its first charge of that day).
+	claimsDay  string
+	claimsFrom int64
+	head       *eventstore.Head
+	from       eventstore.Head // the head as read under the lock, before the batch's appends
+	now        time.Time       // the batch's time, or the account's last event's if later
+	day        string          // UTC day of now: the day its charges claim
+	// claims are the account's claims the batch decides with, current through from.Version;
+	// nil when the account has none on day.
+	claims  *accountClaims
+	paid    map[int64]struct{} // resources this batch's charges paid for (hashes)
 	t       totals
 	written bool
 }
@@ -299,20 +306,28 @@ type batchKey struct {
 }
 
 const (
-	lockAccountsSQL = `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
-	keyStatesSQL    = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
-	// claimsSQL looks each claim up by the whole primary key. Passing the day apart (day =
-	// ANY($1)) let PostgreSQL's generic plan — the one a prepared statement settles on — look
-	// up only (stream_no, resource_hash) and filter days: every lookup then walked the
-	// account's claims of the day, a cost that grew with the account's traffic through the day.
-	claimsSQL = `SELECT d.stream_no, d.day::text, d.resource_hash
-		FROM unnest($1::int[], $2::date[], $3::bigint[]) AS c(stream_no, day, resource_hash)
-		JOIN dedup_claims d USING (stream_no, day, resource_hash)`
-	insertClaimsSQL = `INSERT INTO dedup_claims (stream_no, day, resource_hash)
-		SELECT n, d::date, h FROM unnest($1::int[], $2::text[], $3::bigint[]) AS u(n, d, h)`
+	lockAccountsSQL = `SELECT account_id, stream_no, balance, coalesce(claims_day::text, ''), coalesce(claims_from, 0)
+		FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
+	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
+	// claimEventsSQL reads the charges of each stream $1 after position $2 and version $3, by
+	// the events_stream index from that position: an account's claims from its claims_from, or
+	// the charges another process (or a batch whose outcome was lost) added since the meter's
+	// claims were current.
+	claimEventsSQL = `SELECT e.stream_no, e.payload::text
+		FROM unnest($1::int[], $2::bigint[], $3::bigint[]) AS u(no, after_position, after_version)
+		JOIN events e ON e.stream_no = u.no AND e.position > u.after_position AND e.version > u.after_version
+		WHERE e.type = 'RequestCharged'`
+	// updateAccountsSQL moves the balances and totals; an account whose charges in the batch are
+	// its first of a new day ($6, NULL for the others) gets that day as claims_day and the
+	// position of its first charge after its head before the batch ($7) as claims_from.
 	updateAccountsSQL = `UPDATE accounts SET balance = u.b, charged_credits = charged_credits + u.c,
-			requests_charged = requests_charged + u.rc, requests_deduplicated = requests_deduplicated + u.rd
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS u(id, b, c, rc, rd)
+			requests_charged = requests_charged + u.rc, requests_deduplicated = requests_deduplicated + u.rd,
+			claims_day = coalesce(u.day::date, accounts.claims_day),
+			claims_from = CASE WHEN u.day IS NULL THEN accounts.claims_from ELSE
+				(SELECT min(e.position) FROM events e
+				 WHERE e.stream_no = accounts.stream_no AND e.position > u.after AND e.type = 'RequestCharged') END
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::bigint[])
+			AS u(id, b, c, rc, rd, day, after)
 		WHERE accounts.account_id = u.id`
 )
 
@@ -325,21 +340,13 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		p.res, p.err = ChargeResult{}, nil
 	}
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
-	// The claims are looked up on today's date, read now; the charges' time is read again
-	// once the locks are held (a revoke, a grace period ending, midnight are seen as of then).
-	looked := m.clock().UTC()
-	today := domain.Day(looked)
-	m.ensureClaimDay(looked)
 	var accountIDs, keyIDs []string
 	var nos []int32
-	hashes := resourceHashes{}
-	lookup := claimLookup{hashes: hashes}
 	for i, p := range batch {
 		if i == 0 || p.req.AccountID != batch[i-1].req.AccountID {
 			accountIDs, nos = append(accountIDs, p.req.AccountID), append(nos, p.req.StreamNo)
 		}
 		keyIDs = append(keyIDs, p.req.KeyID)
-		lookup.add(p, today)
 	}
 
 	conn, err := m.store.Pool.Acquire(ctx)
@@ -364,14 +371,12 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
-	rb.Queue(claimsSQL, lookup.nos, lookup.days, lookup.keys)
 	rb.Queue(`SELECT pg_current_xact_id()::text`)
 	accounts := map[string]*batchAccount{}
 	keys := map[string]batchKey{}
-	claimed := map[claimKey]bool{}
 	var txid string
 	br := pc.SendBatch(ctx, rb)
-	err = readRound1(br, accounts, keys, claimed, &txid)
+	err = readRound1(br, accounts, keys, &txid)
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
@@ -383,14 +388,15 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if err != nil {
 		return leave(err)
 	}
-	// Within a stream time never goes backwards: an account whose last event is later than
-	// now (another process's clock ahead of this one's) charges at that event's time, and
-	// claims on its day. A day other than the one looked up (that, or midnight passed while
-	// the batch waited for its locks) has its claims looked up now, under the same locks.
-	later := claimLookup{hashes: hashes}
+	// The charges' time is read once the locks are held: a revoke, a grace period ending,
+	// midnight are seen as of then. Within a stream time never goes backwards: an account whose
+	// last event is later than now (another process's clock ahead of this one's) charges at
+	// that event's time, and claims on its day.
 	now := m.clock().UTC().Truncate(time.Microsecond)
+	m.claims.newDay(now)
 	for _, a := range accounts {
 		if a.head != nil {
+			a.from = *a.head
 			a.now = now
 			if a.now.Before(a.head.At) {
 				a.now = a.head.At
@@ -398,43 +404,23 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 			a.day = domain.Day(a.now)
 		}
 	}
-	for _, p := range batch {
-		if a := accounts[p.req.AccountID]; a != nil && a.head != nil && a.day != today {
-			later.add(p, a.day)
-		}
-	}
-	if len(later.nos) > 0 {
-		rows, err := pc.Query(ctx, claimsSQL, later.nos, later.days, later.keys)
-		if err == nil {
-			err = scanClaims(rows, claimed)
-		}
-		if err != nil && !statementRolledBack(err) {
+	if err := m.readClaims(ctx, pc, accounts); err != nil {
+		if !statementRolledBack(err) {
 			return leave(&connectionLostBeforeWrite{err})
 		}
-		if err != nil {
-			return leave(err)
-		}
+		return leave(err)
 	}
 
 	var writes eventstore.Batch
-	var newNos []int32
-	var newDays []string
-	var newHashes []int64
+	hashes := resourceHashes{}
 	for _, p := range batch {
 		a := accounts[p.req.AccountID]
 		if a == nil || a.head == nil {
 			p.err = domain.ErrInvalidKey
 			continue
 		}
-		if err := m.decide(p, a, keys[p.req.KeyID], claimed, hashes, &writes); err != nil {
+		if err := m.decide(p, a, keys[p.req.KeyID], hashes, &writes); err != nil {
 			return leave(err)
-		}
-		for _, r := range p.res.Paid {
-			k := claimKey{a.no, a.day, hashes.of(r)}
-			if !claimed[k] {
-				claimed[k] = true
-				newNos, newDays, newHashes = append(newNos, k.stream), append(newDays, k.day), append(newHashes, k.hash)
-			}
 		}
 	}
 	cut := func() { _ = pc.PgConn().Conn().Close() }
@@ -444,20 +430,23 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 
 	// Round trip 2: every write of the batch, then COMMIT.
 	wb := &pgx.Batch{}
-	if len(newHashes) > 0 {
-		wb.Queue(insertClaimsSQL, newNos, newDays, newHashes)
-	}
 	if writes.Len() > 0 {
 		wb.Queue(eventstore.WriteSQL, writes.WriteArgs()...)
 		var ids []string
-		var balances, charged, rc, rd []int64
+		var balances, charged, rc, rd, after []int64
+		var days []*string
 		for _, id := range accountIDs {
 			if a := accounts[id]; a != nil && a.written {
 				ids, balances = append(ids, id), append(balances, a.balance)
 				charged, rc, rd = append(charged, a.t.charged), append(rc, a.t.requestsCharged), append(rd, a.t.requestsDeduplicated)
+				var day *string
+				if len(a.paid) > 0 && a.day != a.claimsDay {
+					day = &a.day
+				}
+				days, after = append(days, day), append(after, a.from.Position)
 			}
 		}
-		wb.Queue(updateAccountsSQL, ids, balances, charged, rc, rd)
+		wb.Queue(updateAccountsSQL, ids, balances, charged, rc, rd, days, after)
 	}
 	wb.Queue("COMMIT")
 	pid := pc.PgConn().PID()
@@ -465,7 +454,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if h := m.opts.Hooks.AfterCommitSent; h != nil {
 		h(txid, pid, cut)
 	}
-	err = readRound2(wr, len(newHashes) > 0, writes.Len() > 0)
+	err = readRound2(wr, writes.Len() > 0)
 	closeErr := wr.Close()
 	if err == nil {
 		// COMMIT's own answer was read and it said COMMIT: the batch is committed, whatever
@@ -473,14 +462,12 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		if closeErr != nil {
 			_ = pc.Close(ctx)
 		}
+		m.remember(accounts)
 		return nil
 	}
 	if statementRolledBack(err) {
 		// A statement of the batch failed with an ERROR: the server rolled the transaction
 		// back and COMMIT answered ROLLBACK.
-		if isMissingClaimDay(err) {
-			return leave(&missingClaimDay{first: slices.Min(newDays), last: slices.Max(newDays), err: err})
-		}
 		return leave(eventstore.MapError(err))
 	}
 	// The connection failed, or the server ended the session (FATAL: shutdown, termination),
@@ -489,30 +476,89 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if rerr := m.resolve(txid, pid); rerr != nil {
 		return rerr
 	}
+	m.remember(accounts)
 	return nil
 }
 
-// ensureClaimDay makes sure, once a day, that dedup_claims has partitions for today and
-// tomorrow before a batch claims on them (Maintain keeps them ready in kyapi serve; a meter
-// may run before its first pass, or without it). Should it fail, a batch that meets a missing
-// day creates it then (runBatch).
-func (m *Meter) ensureClaimDay(now time.Time) {
-	today := domain.Day(now)
-	m.mu.Lock()
-	ready := m.claimDayReady == today
-	m.mu.Unlock()
-	if ready {
-		return
+// readClaims gives every account of the batch the claims it decides with (batchAccount.claims),
+// holding the accounts' locks. Claims matter only for an account whose claims_day is the day it
+// charges on; for those whose cached claims are not current through the head (another process
+// charged them, this process never did, or forgot them), the charges the cache has not seen
+// are read in one statement: after the cached ones when the cache holds the same day's, else
+// from claims_from. Nothing is read when every cache is current.
+func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[string]*batchAccount) error {
+	var nos []int32
+	var afterPositions, afterVersions []int64
+	stale := map[int32]*accountClaims{}
+	for _, a := range accounts {
+		if a.head == nil {
+			continue
+		}
+		e, seen, current := m.claims.lookup(a.no, a.from.Version)
+		switch {
+		case current:
+			a.claims = e
+		case a.claimsDay != a.day:
+			// No charge of the account is on its day yet: nothing to read.
+		case e != nil && seen.day == a.claimsDay && seen.version < a.from.Version:
+			stale[a.no] = e
+			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, seen.position), append(afterVersions, seen.version)
+		default:
+			stale[a.no] = nil
+			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, a.claimsFrom-1), append(afterVersions, 0)
+		}
 	}
-	if ensureClaimDays(context.Background(), m.store.Pool, today, domain.Day(now.AddDate(0, 0, 1))) == nil {
-		m.mu.Lock()
-		m.claimDayReady = today
-		m.mu.Unlock()
+	if len(nos) == 0 {
+		return nil
+	}
+	rows, err := pc.Query(ctx, claimEventsSQL, nos, afterPositions, afterVersions)
+	if err != nil {
+		return err
+	}
+	read := map[int32][]int64{}
+	var no int32
+	var payload []byte
+	if _, err := pgx.ForEachRow(rows, []any{&no, &payload}, func() error {
+		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, payload)
+		if err != nil {
+			return err
+		}
+		for _, r := range f.Paid {
+			read[no] = append(read[no], ResourceHash(r))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, a := range accounts {
+		base, ok := stale[a.no]
+		if !ok {
+			continue
+		}
+		if base != nil {
+			a.claims = m.claims.extend(a.no, base, a.from.Version, a.from.Position, read[a.no])
+		} else {
+			a.claims = m.claims.load(a.no, a.claimsDay, a.from.Version, a.from.Position, read[a.no])
+		}
+	}
+	return nil
+}
+
+// remember tells the claim cache what a committed batch's charges paid for.
+func (m *Meter) remember(accounts map[string]*batchAccount) {
+	for _, a := range accounts {
+		if a.written {
+			paid := make([]int64, 0, len(a.paid))
+			for h := range a.paid {
+				paid = append(paid, h)
+			}
+			m.claims.committed(a.no, a.claims, a.from.Version, a.head.Version, a.from.Position, a.day, paid)
+		}
 	}
 }
 
-// readRound1 reads the locked accounts, key states, heads, claims and transaction id.
-func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map[string]batchKey, claimed map[claimKey]bool, txid *string) error {
+// readRound1 reads the locked accounts, key states, heads and transaction id.
+func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map[string]batchKey, txid *string) error {
 	if _, err := br.Exec(); err != nil { // BEGIN
 		return err
 	}
@@ -521,7 +567,7 @@ func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map
 		return err
 	}
 	var a batchAccount
-	if _, err := pgx.ForEachRow(rows, []any{&a.id, &a.no, &a.balance}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&a.id, &a.no, &a.balance, &a.claimsDay, &a.claimsFrom}, func() error {
 		acc := a
 		accounts[a.id] = &acc
 		return nil
@@ -547,33 +593,11 @@ func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount, keys map
 	for _, a := range accounts {
 		a.head = heads[a.no]
 	}
-	rows, err = br.Query()
-	if err != nil {
-		return err
-	}
-	if err := scanClaims(rows, claimed); err != nil {
-		return err
-	}
 	return br.QueryRow().Scan(txid)
 }
 
-// claimLookup is the claims a batch looks up (claimsSQL): each resource of a charge, on the
-// day its account charges.
-type claimLookup struct {
-	hashes resourceHashes
-	nos    []int32
-	days   []string
-	keys   []int64
-}
-
-func (c *claimLookup) add(p *pendingCharge, day string) {
-	for _, r := range p.req.Resources {
-		c.nos, c.days, c.keys = append(c.nos, p.req.StreamNo), append(c.days, day), append(c.keys, c.hashes.of(r))
-	}
-}
-
-// resourceHashes are a batch's resource hashes, each computed once: the claim lookup, the
-// decision and the new claims all key on it.
+// resourceHashes are a batch's resource hashes, each computed once: the decision and the
+// claims it adds both key on it.
 type resourceHashes map[string]int64
 
 func (h resourceHashes) of(r string) int64 {
@@ -585,22 +609,9 @@ func (h resourceHashes) of(r string) int64 {
 	return v
 }
 
-// scanClaims adds the claims claimsSQL found to claimed.
-func scanClaims(rows pgx.Rows, claimed map[claimKey]bool) error {
-	var c claimKey
-	_, err := pgx.ForEachRow(rows, []any{&c.stream, &c.day, &c.hash}, func() error {
-		claimed[c] = true
-		return nil
-	})
-	return err
-}
-
 // readRound2 reads the outcome of a batch's writes and its COMMIT, in queue order.
-func readRound2(wr pgx.BatchResults, claims, events bool) error {
+func readRound2(wr pgx.BatchResults, events bool) error {
 	n := 1 // COMMIT
-	if claims {
-		n++
-	}
 	if events {
 		n += 2
 	}
@@ -616,7 +627,7 @@ func readRound2(wr pgx.BatchResults, claims, events bool) error {
 // before the lock was taken is seen here, whatever the cache said), decides with the domain,
 // and adds the event to the batch's writes. Refusals are the charge's own answer (p.err); an
 // error is the batch's.
-func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed map[claimKey]bool, hashes resourceHashes, writes *eventstore.Batch) error {
+func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, hashes resourceHashes, writes *eventstore.Batch) error {
 	key := domain.Key{ID: p.req.KeyID, AccountID: k.accountID, State: k.state, GraceUntil: k.graceUntil}
 	switch {
 	case k.accountID != a.id:
@@ -634,7 +645,11 @@ func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed ma
 		return nil
 	}
 	d, err := domain.DecideCharge(p.req.Operation, p.req.Resources, a.balance, func(r string) bool {
-		return claimed[claimKey{a.no, a.day, hashes.of(r)}]
+		h := hashes.of(r)
+		if _, ok := a.paid[h]; ok {
+			return true
+		}
+		return m.claims.has(a.claims, a.day, h)
 	})
 	if err != nil {
 		p.err = err
@@ -651,6 +666,12 @@ func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, claimed ma
 	}
 	a.t.charged += d.Credits
 	a.written = true
+	for _, r := range d.Paid {
+		if a.paid == nil {
+			a.paid = map[int64]struct{}{}
+		}
+		a.paid[hashes.of(r)] = struct{}{}
+	}
 	_, err = writes.Add(a.head, a.now, eventstore.NewEvent{Type: typ, Payload: domain.RequestCharged{
 		KeyNo: p.req.KeyNo, Operation: p.req.Operation, Paid: d.Paid, Deduplicated: d.Deduplicated,
 		OmittedUnpaid: d.OmittedUnpaid, CreditsDelta: -d.Credits, BalanceAfter: a.balance}})

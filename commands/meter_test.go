@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -306,13 +307,16 @@ func TestAHeadMovedBehindTheMetersBackFailsTheChargeWithNothingWritten(t *testin
 			if l := ledgerOf(t, gs.stack, victim); l.balance != 1000 || !l.consistent() || l.charges != 0 {
 				t.Fatalf("victim %+v; want nothing debited", l)
 			}
-			var claims int
-			_ = gs.pool.QueryRow(ctx, `SELECT count(*) FROM dedup_claims WHERE stream_no = $1`, vc.StreamNo).Scan(&claims)
-			if claims != 0 {
-				t.Fatalf("the failed charge left %d claims", claims)
+			var claimsDay *string
+			if err := gs.pool.QueryRow(ctx, `SELECT claims_day::text FROM accounts WHERE stream_no = $1`, vc.StreamNo).Scan(&claimsDay); err != nil || claimsDay != nil {
+				t.Fatalf("the failed charge left claims_day %v (%v); want none", claimsDay, err)
 			}
 			if l := ledgerOf(t, gs.stack, other); !l.consistent() {
 				t.Fatalf("neighbour %+v", l)
+			}
+			// Nothing of the failed charge is claimed, in the database or in the meter's memory.
+			if res, err := gs.charge(vhash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || res.Credits != 1 {
+				t.Fatalf("p1 again after the failed charge: %+v %v; want it paid", res, err)
 			}
 			auditClean(t, gs.pool)
 		})
@@ -374,9 +378,13 @@ func TestALostCommitIsFoundOutBeforeAnswering(t *testing.T) {
 			if !l.consistent() {
 				t.Fatalf("ledger %+v", l)
 			}
-			// The meter goes on with a fresh connection.
+			// The meter goes on with a fresh connection, and knows whether p1 was paid.
 			if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p2")); err != nil || res.Credits != 1 {
 				t.Fatalf("next charge: %+v %v", res, err)
+			}
+			res, err = s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
+			if want := map[mode]int64{afterCommit: 0, beforeCommit: 1}[m]; err != nil || res.Credits != want {
+				t.Fatalf("p1 again: %+v %v; want %d credits", res, err, want)
 			}
 			auditClean(t, s.pool)
 		})
@@ -448,6 +456,24 @@ func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) 
 		t.Fatalf("ledger %+v after %d paid (%d unknown); want balance %d", l, paid, unknown, 1000-paid)
 	}
 	t.Logf("%d of 40 charges committed, %d answered outcome unknown", paid, unknown)
+	// Whatever the meter was told, its dedup claims follow the ledger: asked again for all 40
+	// (one list), it pays exactly for those the ledger does not hold.
+	all := make([]string, 40)
+	for i := range all {
+		all[i] = domain.PlaceResource(fmt.Sprintf("p%d", i))
+	}
+	// The pool may still hold connections the server ended after their exchange was over:
+	// each fails the batch it is tried on before anything is written.
+	var res commands.ChargeResult
+	var err error
+	for range 10 {
+		if res, err = s.charge(hash, domain.OpPlaceList, all...); httpx.MapError(err).Code != httpx.CodeUnavailable {
+			break
+		}
+	}
+	if err != nil || res.Credits != int64(40-paid) || len(res.Deduplicated) != paid {
+		t.Fatalf("all 40 again: %+v %v; want %d paid and %d deduplicated", res.ChargeDecision, err, 40-paid, paid)
+	}
 	auditClean(t, probe.pool)
 }
 
@@ -620,13 +646,16 @@ func TestAClockBehindMidnightDedupsOnTheDayTheAccountIsIn(t *testing.T) {
 	auditClean(t, a.pool)
 }
 
-// The meter looks each claim up by the whole primary key (stream, day, resource), in the plan
-// a prepared statement settles on too: the old lookup's generic plan probed (stream, resource)
-// and filtered the day, walking all the account's claims of the day on every lookup.
-func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
+// The meter reads an account's charges from a position of its stream on: the read walks the
+// events_stream index from there, in the plan a prepared statement settles on too, so its
+// cost follows what it returns, not how long the stream is.
+func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	if _, err := pool.Exec(ctx, `SELECT kyapi_ensure_claim_days('2026-11-23', '2026-11-25'); INSERT INTO dedup_claims (stream_no, day, resource_hash)
-		SELECT 7, d, h FROM generate_series(1, 20000) h, (VALUES ('2026-11-23'::date), ('2026-11-24')) v(d); ANALYZE dedup_claims`); err != nil {
+	if _, err := pool.Exec(ctx, `INSERT INTO events (version, recorded_at, stream_no, type, hash, payload)
+		SELECT v, '2026-11-23T12:00:00Z', no, CASE WHEN v % 2 = 0 THEN 'RequestCharged' ELSE 'RequestDeduplicated' END,
+			'\x00', json_build_object('k', 1, 'op', 'places.detail', 'paid', json_build_array('place:p' || v), 'd', -1, 'b', 0)
+		FROM generate_series(1, 200) v, generate_series(1, 100) no ORDER BY no, v;
+		ANALYZE events`); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pool.Acquire(ctx)
@@ -634,14 +663,15 @@ func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE claims(int[], date[], bigint[]) AS `+commands.ClaimsSQL); err != nil {
+	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[]) AS `+commands.ClaimEventsSQL); err != nil {
 		t.Fatal(err)
 	}
+	// Stream 7's events are at positions 1201-1400 (versions 1-200).
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,7}', '{2026-11-24,2026-11-24}', '{5,20001}')`)
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,8}', '{1390,1400}', '{190,0}')`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -650,78 +680,79 @@ func TestTheClaimLookupProbesTheWholeKeyInEveryPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := strings.Join(lines, "\n")
-		// Each day is a partition (run-time pruning skips the others); a day's claims must be
-		// probed by the whole key. An empty day may be scanned: it holds nothing to walk.
-		probed := map[string]bool{}
-		node := ""
+		walked := false
 		for _, l := range lines {
-			switch {
-			case strings.Contains(l, "->"):
-				node = l
-			case strings.Contains(l, "Filter:") && strings.Contains(l, "day") && strings.Contains(node, "Index"):
-				t.Fatalf("%s: the day is filtered, not probed:\n%s", mode, plan)
-			case strings.Contains(l, "Index Cond:") && strings.Contains(l, "stream_no =") && strings.Contains(l, "day =") && strings.Contains(l, "resource_hash ="):
-				for _, day := range []string{"20261123", "20261124"} {
-					if strings.Contains(node, "dedup_claims_"+day) {
-						probed[day] = true
-					}
-				}
+			// The partition holding the events; the empty ones after it may be scanned.
+			if strings.Contains(l, "Seq Scan on events_p0000000000000000001 ") {
+				t.Fatalf("%s: the events are scanned, not walked by the index:\n%s", mode, plan)
+			}
+			if strings.Contains(l, "Index Cond:") && strings.Contains(l, "(stream_no = u.no)") && strings.Contains(l, `("position" > u.after_position)`) {
+				walked = true
 			}
 		}
-		if len(probed) != 2 {
-			t.Fatalf("%s: the days holding claims are not both probed by the whole key:\n%s", mode, plan)
+		if !walked {
+			t.Fatalf("%s: no index walk of a stream from a position:\n%s", mode, plan)
 		}
 	}
 	var found []string
 	var no int32
-	var day string
-	var hash int64
-	rows, err := conn.Query(ctx, `EXECUTE claims('{7,7,7,8}', '{2026-11-24,2026-11-24,2026-11-25,2026-11-24}', '{5,20001,6,5}')`)
+	var payload string
+	rows, err := conn.Query(ctx, `EXECUTE claims('{7,8}', '{1390,1598}', '{195,0}')`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&no, &day, &hash}, func() error {
-		found = append(found, fmt.Sprint(no, " ", day, " ", hash))
+	if _, err := pgx.ForEachRow(rows, []any{&no, &payload}, func() error {
+		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, []byte(payload))
+		found = append(found, fmt.Sprint(no, f.Paid, err))
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(found, ",") != "7 2026-11-24 5" {
-		t.Fatalf("found claims %q, want only 7 2026-11-24 5", found)
+	slices.Sort(found)
+	// Stream 7 after version 195: the charges at 196, 198 and 200; stream 8 after position
+	// 1598 (its versions 199 and 200): the charge at 200.
+	if want := "[7 [place:p196] <nil> 7 [place:p198] <nil> 7 [place:p200] <nil> 8 [place:p200] <nil>]"; fmt.Sprint(found) != want {
+		t.Fatalf("read %v, want %s", found, want)
 	}
 }
 
-// A charge that claims on a day dedup_claims has no partition for (here the day of an account
-// whose last event another process's clock put a month ahead) is rolled back whole, the day is
-// created, and the batch runs again: the charge is paid once and claimed on that day.
-func TestAChargeOnADayWithoutAPartitionCreatesTheDayAndCommits(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	s := newStack(t, dbURL, &clock{now: noon})
-	ahead := newStack(t, dbURL, &clock{now: noon.AddDate(0, 1, 0)})
-	id, key := fundedAccount(t, s, 500)
-	if _, err := ahead.accounts.Purchase(ctx, id, 500, "from-ahead", eventstore.Metadata{}); err != nil {
-		t.Fatal(err)
+// A meter keeps its claims within its bound: past it, the accounts charged longest ago are
+// forgotten and read back from their events when they are next charged, and a new UTC day
+// forgets the days before. Forgotten or not, no resource is paid twice in a day.
+func TestAMeterKeepsItsClaimsWithinItsBoundAndReadsForgottenOnesBack(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk, commands.MeterOptions{MaxClaims: 10})
+	var hashes []domain.KeyHash
+	for range 5 {
+		_, key := fundedAccount(t, s, 500)
+		hashes = append(hashes, domain.HashKey(key.APIKey))
 	}
-	if _, err := s.pool.Exec(ctx, `DROP TABLE IF EXISTS dedup_claims_20261223`); err != nil {
-		t.Fatal(err)
+	list := func(day, n int) []string {
+		rows := make([]string, n)
+		for i := range rows {
+			rows[i] = domain.PlaceResource(fmt.Sprint("d", day, "p", i))
+		}
+		return rows
 	}
-	res, err := s.charge(domain.HashKey(key.APIKey), domain.OpPlaceDetail, domain.PlaceResource("p1"))
-	if err != nil || len(res.Paid) != 1 {
-		t.Fatalf("charge on a day without a partition: %+v %v", res.ChargeDecision, err)
+	for round := range 2 {
+		for i, h := range hashes {
+			res, err := s.charge(h, domain.OpPlaceList, list(0, 6)...)
+			if want := map[int]int64{0: 6, 1: 0}[round]; err != nil || res.Credits != want {
+				t.Fatalf("round %d, account %d: %+v %v; want %d credits", round, i, res.ChargeDecision, err, want)
+			}
+			if held := s.meter.ClaimsHeld(); held > 10 {
+				t.Fatalf("round %d, account %d: %d claims held; the bound is 10", round, i, held)
+			}
+		}
 	}
-	var days []string
-	rows, err := s.pool.Query(ctx, `SELECT day::text FROM dedup_claims`)
-	if err != nil {
-		t.Fatal(err)
+	if held := s.meter.ClaimsHeld(); held == 0 {
+		t.Fatal("no claims held")
 	}
-	if days, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		t.Fatal(err)
+	clk.Advance(24 * time.Hour)
+	if res, err := s.charge(hashes[0], domain.OpPlaceList, list(1, 2)...); err != nil || res.Credits != 2 {
+		t.Fatalf("next day: %+v %v", res.ChargeDecision, err)
 	}
-	if fmt.Sprint(days) != "[2026-12-23]" {
-		t.Fatalf("claims on %v, want one on the account's day 2026-12-23", days)
+	if held := s.meter.ClaimsHeld(); held != 2 {
+		t.Fatalf("%d claims held on the next day; want only its 2", held)
 	}
-	if l := ledgerOf(t, s, id); l.charges != 1 {
-		t.Fatalf("ledger %+v, want one charge", l)
-	}
-	auditClean(t, s.pool)
 }

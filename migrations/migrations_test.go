@@ -86,14 +86,18 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 	if !v5.Equal(v4) || !v4.Equal(time.Date(2026, 11, 20, 11, 0, 0, 0, time.UTC)) {
 		t.Fatalf("carried-over times: v4 %v, v5 %v; want both 11:00:00", v4, v5)
 	}
-	var charged, requests, keyNo, claims int64
-	if err := pool.QueryRow(ctx, `SELECT a.charged_credits, a.requests_charged, k.key_no,
-			(SELECT count(*) FROM dedup_claims WHERE resource_hash = kyapi_resource_hash('place:plc_1'))
-		FROM accounts a JOIN api_keys k USING (account_id)`).Scan(&charged, &requests, &keyNo, &claims); err != nil {
+	// The account's claims start at its first charge of the day of its newest one (v4; v5 is
+	// of the same day), where the meter reads them from.
+	var charged, requests, keyNo, claimsFrom, v4Position int64
+	var claimsDay string
+	if err := pool.QueryRow(ctx, `SELECT a.charged_credits, a.requests_charged, k.key_no, a.claims_day::text, a.claims_from,
+			(SELECT position FROM events WHERE stream_no = a.stream_no AND version = 4)
+		FROM accounts a JOIN api_keys k USING (account_id)`).Scan(&charged, &requests, &keyNo, &claimsDay, &claimsFrom, &v4Position); err != nil {
 		t.Fatal(err)
 	}
-	if charged != 3 || requests != 2 || keyNo != 1 || claims != 1 {
-		t.Fatalf("charged %d, requests %d, key_no %d, today's claims %d; want 3, 2, 1, 1", charged, requests, keyNo, claims)
+	if charged != 3 || requests != 2 || keyNo != 1 || claimsDay != "2026-11-20" || claimsFrom != v4Position {
+		t.Fatalf("charged %d, requests %d, key_no %d, claims from %s position %d; want 3, 2, 1, 2026-11-20 position %d",
+			charged, requests, keyNo, claimsDay, claimsFrom, v4Position)
 	}
 	var checkpointPos int64
 	_ = pool.QueryRow(ctx, `SELECT position FROM projection_checkpoints WHERE name = 'usage'`).Scan(&checkpointPos)

@@ -489,15 +489,15 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 	r.p("  the same cores gave %s req/s.", thousands(un.Overall.RPS))
 	if haveAppends {
 		r.p("- **A durable commit per batch of charges, plus per-request reads.** A charge locks its account")
-		r.p("  row, reads the day's claims, inserts the claims and the event, updates the account and commits")
+		r.p("  row, reads its key's state and its stream's head, inserts the event, updates the account and commits")
 		r.p("  (with the default `synchronous_commit = on`, a WAL flush per commit). %s", groupWiring())
 		r.p("  Without HTTP, with 800 charges in flight (as many as the ceiling has rows in flight), it runs at %s", thousands(charge.rate(1)))
 		r.p("  charges/s — %.2f× a bare single-row INSERT transaction (%s/s) and %.3f× the 50-row batched INSERT",
 			charge.rate(1)/single.rate(1), thousands(single.rate(1)), charge.rate(1)/batched.rate(1))
-		r.p("  (%s rows/s): each charge is two rows (the event and its dedup claim) and three index entries, a",
+		r.p("  (%s rows/s): each charge is one row with two index entries (the dedup claims are the meter's,",
 			thousands(batched.rate(1)))
-		r.p("  hashed and JSON-encoded event, and a share of the account lock, the claims read and the")
-		r.p("  account update of its batch. Over HTTP a request adds a place read (the key is in the")
+		r.p("  in memory, checked against the stream head), a hashed and JSON-encoded event, and a share of the")
+		r.p("  account lock, the reads and the account update of its batch. Over HTTP a request adds a place read (the key is in the")
 		r.p("  process's cache), and the 64 connections of the load make batches of about 16, not 800.")
 	}
 	r.p("- **Projections compete for the same cores.** Every charge appends an event that the account")

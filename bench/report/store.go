@@ -189,7 +189,7 @@ func (r *report) bytesPerRequest(md, mm *loadRun) {
 			r.p("Each event cost %.0f bytes in the events table (%.0f heap, %.0f in its two indexes): every row carries", float64(heap+idx)/float64(events), float64(heap)/float64(events), float64(idx)/float64(events))
 			r.p("PostgreSQL's 24-byte tuple header and 4-byte line pointer, the 32-byte SHA-256 of the chain, its position,")
 			r.p("transaction id, version, time and stream number (36 bytes), the type name, the compact JSON payload and")
-			r.p("the metadata. Dedup claims are one row per resource paid (a list of 20 pays 20), each with a B-tree entry.")
+			r.p("the metadata. Dedup claims take no row: they are the charge events' `paid` rows, which the meter keeps in memory.")
 			r.p("")
 			if after.ChargeRowBytes > 0 {
 				perEventHeap := float64(heap) / float64(events)
@@ -221,7 +221,6 @@ func (r *report) bytesPerRequest(md, mm *loadRun) {
 
 // boundedByDay are the tables whose rows are bounded by the day, not by the requests.
 var boundedByDay = map[string]string{
-	"dedup_claims":    "a partition per UTC day; the days before yesterday are dropped whole",
 	"rm_usage_daily":  "a row per place and UTC day",
 	"rm_account_days": "a row per account, UTC day and kind of fact",
 }
