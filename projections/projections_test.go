@@ -321,3 +321,73 @@ func TestACatchUpWaitsForAnEventHeldBackByAnOpenTransaction(t *testing.T) {
 		t.Fatalf("projected %d purchased credits, want %d", purchased, domain.CreditsForCents(500))
 	}
 }
+
+// The account read models run as one Group. A member ahead of the others (here usage, whose
+// counts would double, caught up alone part of the way, as a rebuild of one read model leaves
+// it) is carried from its own checkpoint: it applies no event twice, the others every event once, and a member
+// failing mid-range rolls the whole range back for all. The result is a rebuild's.
+func TestAGroupCarriesAMemberAheadOfTheOthersAndEndsEqualToARebuild(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	activity(t, store)
+	head, err := eventstore.GlobalHead(bg, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := projections.SQL{Pool: pool, Applier: projections.Usage{}}
+	partway, stop := context.WithCancel(bg)
+	_, _ = projections.CatchUp(partway, pool, usage, 10, func(int, eventstore.Position) { stop() })
+	stop()
+	ahead, err := usage.Checkpoint(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ahead == (eventstore.Position{}) || !ahead.Less(head) {
+		t.Fatalf("usage caught up to %v of %v; want part of the way", ahead, head)
+	}
+
+	days := &flaky{SQLApplier: projections.AccountDays{}}
+	days.failures.Store(2)
+	group := projections.Group{Pool: pool, Members: []projections.SQLApplier{projections.Balances{}, days, projections.Usage{}}}
+	if at, err := group.Checkpoint(bg); err != nil || at != (eventstore.Position{}) {
+		t.Fatalf("group checkpoint %v %v; want its earliest member's, 0", at, err)
+	}
+	runner := &projections.Runner{Pool: pool, Projections: []projections.Projection{group}, BatchSize: 1000}
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	if err := runner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCtx, stopWait := context.WithTimeout(bg, 2*time.Minute)
+	defer stopWait()
+	if err := projections.WaitCaughtUp(waitCtx, pool, []projections.Projection{group}); err != nil {
+		t.Fatal(err)
+	}
+	runner.Close()
+	if n := days.failures.Load(); n != 0 {
+		t.Fatalf("%d injected failures never happened", n)
+	}
+	for _, p := range group.Projections() {
+		if at, err := p.Checkpoint(bg); err != nil || at.Less(head) {
+			t.Fatalf("%s at %v (%v); want the head %v", p.Name(), at, err, head)
+		}
+	}
+	grouped := dump(t, pool)
+
+	for _, a := range []projections.SQLApplier{projections.Balances{}, projections.AccountDays{}, projections.Usage{}} {
+		p := projections.SQL{Pool: pool, Applier: a}
+		if err := p.Reset(bg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := projections.CatchUp(bg, pool, p, 1000, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebuilt := dump(t, pool)
+	if len(rebuilt["rm_usage_daily"]) == 0 || len(rebuilt["rm_balances"]) != 3 {
+		t.Fatal("rebuild produced empty read models")
+	}
+	if !reflect.DeepEqual(grouped, rebuilt) {
+		t.Fatalf("read models of the group differ from a rebuild:\ngroup:   %v\nrebuilt: %v", grouped, rebuilt)
+	}
+}

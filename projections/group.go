@@ -1,0 +1,154 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/eventstore"
+)
+
+// Group runs several SQL appliers that read the same streams as one projection: each range is
+// found, read and applied once, in one transaction, instead of once per applier. Every member
+// keeps its own checkpoint row (audit, archive, rebuild and the status pages read them as
+// before), moved together in that transaction. Members whose checkpoints differ (one rebuilt
+// alone, say) are carried from the earliest: a member already past part of a range applies
+// only the events after its own checkpoint.
+type Group struct {
+	Pool    *pgxpool.Pool
+	Members []SQLApplier
+}
+
+// Name names the group by its members ("balances+account_days+usage").
+func (g Group) Name() string {
+	names := make([]string, len(g.Members))
+	for i, m := range g.Members {
+		names[i] = m.Name()
+	}
+	return strings.Join(names, "+")
+}
+
+// Projections are the members as projections of their own (for their statuses).
+func (g Group) Projections() []Projection {
+	out := make([]Projection, len(g.Members))
+	for i, m := range g.Members {
+		out[i] = SQL{Pool: g.Pool, Applier: m}
+	}
+	return out
+}
+
+// Checkpoint is the earliest of the members' checkpoints: where the group's next range starts.
+func (g Group) Checkpoint(ctx context.Context) (eventstore.Position, error) {
+	var first eventstore.Position
+	for i, m := range g.Members {
+		at, err := readCheckpoint(ctx, g.Pool, m.Name(), false)
+		if err != nil {
+			return first, err
+		}
+		if i == 0 || at.Less(first) {
+			first = at
+		}
+	}
+	return first, nil
+}
+
+func (g Group) Handle(ctx context.Context, from, to eventstore.Position) error {
+	return g.handle(ctx, from, to, nil)
+}
+
+// streamPrefixes are the members' streams, together; nil (every stream) if one reads all.
+func (g Group) streamPrefixes() []string {
+	var all []string
+	for _, m := range g.Members {
+		ps := SQL{Applier: m}.streamPrefixes()
+		if ps == nil {
+			return nil
+		}
+		for _, p := range ps {
+			if !slices.Contains(all, p) {
+				all = append(all, p)
+			}
+		}
+	}
+	return all
+}
+
+func (g Group) handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
+	if events == nil {
+		events = []eventstore.Event{}
+	}
+	return g.handle(ctx, from, to, events)
+}
+
+// handle applies (from, to] to every member not past it, in one transaction with their
+// checkpoints; events are the range's, read ahead, or nil to read them in the transaction.
+func (g Group) handle(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
+	members := slices.Clone(g.Members)
+	// Checkpoint rows are locked in name order, so groups in several processes cannot deadlock.
+	slices.SortFunc(members, func(a, b SQLApplier) int { return strings.Compare(a.Name(), b.Name()) })
+	return pgx.BeginFunc(ctx, g.Pool, func(tx pgx.Tx) error {
+		ats := make([]eventstore.Position, len(members))
+		for i, m := range members {
+			at, err := readCheckpoint(ctx, tx, m.Name(), true)
+			if err != nil {
+				return err
+			}
+			ats[i] = at
+		}
+		first := slices.MinFunc(ats, func(a, b eventstore.Position) int {
+			switch {
+			case a.Less(b):
+				return -1
+			case b.Less(a):
+				return 1
+			}
+			return 0
+		})
+		if !first.Less(to) {
+			return nil // already applied: a redelivery after a lost ack
+		}
+		if first != from {
+			return errCheckpointMoved
+		}
+		read := g.streamPrefixes()
+		if events == nil {
+			var err error
+			if events, err = eventstore.ReadRangeOf(ctx, tx, from, to, read...); err != nil {
+				return err
+			}
+		}
+		for i, m := range members {
+			if !ats[i].Less(to) {
+				continue
+			}
+			evs := memberEvents(events, from, ats[i], SQL{Applier: m}.streamPrefixes(), read)
+			if err := m.Apply(ctx, tx, evs); err != nil {
+				return fmt.Errorf("projection %s: %w", m.Name(), err)
+			}
+			if err := writeCheckpoint(ctx, tx, m.Name(), to); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// memberEvents are the events of (from, to] a member has still to apply: those after its
+// checkpoint, of its streams (nil prefixes: all). Usually that is every event read: the member
+// is at from and reads the group's streams.
+func memberEvents(events []eventstore.Event, from, after eventstore.Position, prefixes, read []string) []eventstore.Event {
+	if after == from && slices.Equal(prefixes, read) {
+		return events
+	}
+	out := make([]eventstore.Event, 0, len(events))
+	for _, e := range events {
+		if after.Less(e.At()) && (prefixes == nil || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.StreamID, p) })) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
