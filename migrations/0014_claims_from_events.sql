@@ -16,13 +16,10 @@ ALTER TABLE accounts ADD COLUMN claims_day date, ADD COLUMN claims_from bigint;
 
 UPDATE accounts a SET claims_day = c.day, claims_from = c.first
 FROM (
-    SELECT e.stream_no, n.day, min(e.position) AS first
-    FROM events e
-    JOIN (SELECT stream_no, max((recorded_at AT TIME ZONE 'UTC')::date) AS day
-          FROM events WHERE type = 'RequestCharged' GROUP BY stream_no) n
-      ON n.stream_no = e.stream_no AND (e.recorded_at AT TIME ZONE 'UTC')::date = n.day
-    WHERE e.type = 'RequestCharged'
-    GROUP BY e.stream_no, n.day) c
+    SELECT DISTINCT ON (stream_no) stream_no, day, first
+    FROM (SELECT stream_no, (recorded_at AT TIME ZONE 'UTC')::date AS day, min(position) AS first
+          FROM events WHERE type = 'RequestCharged' GROUP BY 1, 2) per_day
+    ORDER BY stream_no, day DESC) c
 WHERE c.stream_no = a.stream_no;
 
 DROP TABLE dedup_claims;
