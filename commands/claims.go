@@ -24,10 +24,15 @@ func ResourceHash(resource string) int64 {
 }
 
 // Maintain does the periodic upkeep the write side needs: it creates the event-store partitions
-// the next appends will need. `kyapi serve` runs it every minute; it is safe to run from
-// several processes.
-func Maintain(ctx context.Context, store *eventstore.Store) (partitions int, err error) {
-	return eventstore.EnsurePartitions(ctx, store.Pool)
+// the next appends will need, and deletes the claim chunks of the days before yesterday (UTC):
+// no charge is decided on them any more (a clock behind midnight still charges on yesterday).
+// `kyapi serve` runs it every minute; it is safe to run from several processes.
+func Maintain(ctx context.Context, store *eventstore.Store, now time.Time) (partitions int, chunksDeleted int64, err error) {
+	if partitions, err = eventstore.EnsurePartitions(ctx, store.Pool); err != nil {
+		return 0, 0, err
+	}
+	tag, err := store.Pool.Exec(ctx, `DELETE FROM claim_chunks WHERE day < $1::date`, domain.Day(now.UTC().AddDate(0, 0, -1)))
+	return partitions, tag.RowsAffected(), err
 }
 
 // DefaultMaxClaims bounds the claims a meter keeps in memory (MeterOptions.MaxClaims): about
@@ -40,8 +45,9 @@ const DefaultMaxClaims = 2_000_000
 // and never trusted without checking. An entry says what it is current through (a stream
 // version); a batch holding the account's lock compares that with the stream's head and, when
 // another process or an earlier failure left it behind, reads the events it has not seen
-// (Meter.readClaims). The database holds no claims of its own: accounts.claims_day and
-// claims_from say where an account's claims start in its stream.
+// (Meter.readClaims). accounts.claims_day and claims_from say where an account's claims
+// start in its stream; claim chunks (claim_chunks) save them 240 at a time, so that a meter
+// holding nothing of an account reads a few rows and the charges after the last one.
 type claimCache struct {
 	mu       sync.Mutex
 	accounts map[int32]*accountClaims
@@ -60,9 +66,16 @@ type accountClaims struct {
 	// version is after it in the stream's position order (the index the reads walk).
 	position int64
 	hashes   map[int64]struct{}
-	used     uint64
-	cached   bool // in claimCache.accounts (its hashes counted in size)
+	// unsaved are the claims, in the order they were learnt, that this meter has not seen in
+	// a claim chunk nor written one for: the next chunk's content (claimChunkSize).
+	unsaved []int64
+	used    uint64
+	cached  bool // in claimCache.accounts (its hashes counted in size)
 }
+
+// claimChunkSize is how many unsaved claims of an account make the meter write a claim chunk
+// (migration 0015): 1,920 bytes of hashes, a row PostgreSQL keeps inline.
+const claimChunkSize = 240
 
 func newClaimCache(max int) *claimCache {
 	if max <= 0 {
@@ -96,9 +109,7 @@ func (c *claimCache) extend(no int32, e *accountClaims, version, position int64,
 		c.size -= len(e.hashes)
 		e.cached = false
 	}
-	for _, h := range hashes {
-		e.hashes[h] = struct{}{}
-	}
+	e.add(hashes)
 	e.version, e.position = version, position
 	c.put(no, e)
 	return e
@@ -118,13 +129,15 @@ func (c *claimCache) has(e *accountClaims, day string, hash int64) bool {
 	return ok
 }
 
-// load replaces the account's entry with claims read from its events (Meter.readClaims): all
-// of day's, current through version (the head, held under the account's lock, at position).
-func (c *claimCache) load(no int32, day string, version, position int64, hashes []int64) *accountClaims {
-	e := &accountClaims{day: day, version: version, position: position, hashes: make(map[int64]struct{}, len(hashes))}
-	for _, h := range hashes {
+// load replaces the account's entry with the claims read for it (Meter.readClaims): all of
+// day's, current through version (the head, held under the account's lock, at position):
+// those saved in claim chunks and those read from the charges after them.
+func (c *claimCache) load(no int32, day string, version, position int64, saved, read []int64) *accountClaims {
+	e := &accountClaims{day: day, version: version, position: position, hashes: make(map[int64]struct{}, len(saved)+len(read))}
+	for _, h := range saved {
 		e.hashes[h] = struct{}{}
 	}
+	e.add(read)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.put(no, e)
@@ -133,11 +146,12 @@ func (c *claimCache) load(no int32, day string, version, position int64, hashes 
 
 // committed records a batch's charges of one account once its COMMIT succeeded: the stream
 // moved from `from` (the head the batch read under the lock, at position) to `to`, and the
-// account's charges in it paid for hashes on day. base is the entry the batch decided with,
-// current through from; nil when the batch read none because the account had no claims on day
-// (its claims_day was another day). An entry already past `to` (another batch of this process
-// read these events back) is left alone.
-func (c *claimCache) committed(no int32, base *accountClaims, from, to, position int64, day string, hashes []int64) {
+// account's charges in it paid for hashes on day; the batch saved the first `saved` of the
+// entry's unsaved claims in a chunk. base is the entry the batch decided with, current through
+// from; nil when the batch read none because the account had no claims on day (its claims_day
+// was another day). An entry already past `to` (another batch of this process read these
+// events back) is left alone.
+func (c *claimCache) committed(no int32, base *accountClaims, from, to, position int64, day string, hashes []int64, saved int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if base != nil && base.version != from {
@@ -159,11 +173,32 @@ func (c *claimCache) committed(no int32, base *accountClaims, from, to, position
 		c.size -= len(e.hashes)
 		e.cached = false
 	}
-	for _, h := range hashes {
-		e.hashes[h] = struct{}{}
+	if e == base {
+		e.unsaved = e.unsaved[min(saved, len(e.unsaved)):]
 	}
+	e.add(hashes)
 	e.version, e.position = to, position
 	c.put(no, e)
+}
+
+// add adds claims the meter learnt (c.mu held, or e not shared yet).
+func (e *accountClaims) add(hashes []int64) {
+	for _, h := range hashes {
+		if _, ok := e.hashes[h]; !ok {
+			e.hashes[h] = struct{}{}
+			e.unsaved = append(e.unsaved, h)
+		}
+	}
+}
+
+// chunk returns the claims e would save in a chunk now, if there are enough of them.
+func (c *claimCache) chunk(e *accountClaims) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(e.unsaved) < claimChunkSize {
+		return nil
+	}
+	return slices.Clone(e.unsaved)
 }
 
 // put makes e the account's entry (c.mu held) and keeps the cache within its bound.

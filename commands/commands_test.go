@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -524,11 +525,71 @@ func TestTheAccountRowSaysWhereItsClaimsStartAndAFreshMeterReadsThemBack(t *test
 	pay(fresh, "d2", 0)
 	pay(fresh, "d1", 1) // yesterday's claims are not today's
 	pay(s, "d1", 0)     // the first meter reads what the other one charged
-	if _, err := commands.Maintain(ctx, eventstore.New(s.pool)); err != nil {
-		t.Fatal(err)
-	}
 	if l := ledgerOf(t, s, id); l.balance != 1000-7 || !l.consistent() {
 		t.Fatalf("ledger %+v; want 7 credits charged", l)
+	}
+	auditClean(t, s.pool)
+}
+
+// A busy account's claims are saved in chunks of 240 as it is charged, so a meter that holds
+// nothing of it (a process just started) reads the day's chunks and only the charges after the
+// last one, not every charge of the day. Maintenance deletes the chunks of the days before
+// yesterday.
+func TestABusyAccountsClaimsAreSavedInChunksThatAFreshMeterReads(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	s := newStack(t, dbURL, clk)
+	id, key := fundedAccount(t, s, 5000) // 10,000 credits
+	hash := domain.HashKey(key.APIKey)
+	list := func(from, n int) []string {
+		rows := make([]string, n)
+		for i := range rows {
+			rows[i] = domain.PlaceResource(fmt.Sprint("p", from+i))
+		}
+		return rows
+	}
+	for i := 0; i < 600; i += 20 {
+		if res, err := s.charge(hash, domain.OpPlaceList, list(i, 20)...); err != nil || res.Credits != 20 {
+			t.Fatalf("rows %d-%d: %+v %v", i, i+19, res.ChargeDecision, err)
+		}
+	}
+	var chunks, saved int
+	var through int64
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), coalesce(sum(length(hashes)) / 8, 0), coalesce(max(through), 0)
+		FROM claim_chunks c JOIN accounts a USING (stream_no) WHERE a.account_id = $1 AND c.day = '2026-11-23'`, id).Scan(&chunks, &saved, &through); err != nil {
+		t.Fatal(err)
+	}
+	if chunks != 2 || saved < 480 || saved > 600 {
+		t.Fatalf("%d chunks holding %d claims; want 2 chunks of at least 240 of the 600", chunks, saved)
+	}
+	// A claim only a chunk holds (no charge event has it) shows the fresh meter reads the
+	// chunks rather than every charge of the day.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO claim_chunks (stream_no, day, through, position, hashes)
+		SELECT stream_no, '2026-11-23', $2, 0, int8send($3) FROM accounts WHERE account_id = $1`,
+		id, through-1, commands.ResourceHash(domain.PlaceResource("only-in-a-chunk"))); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newStack(t, dbURL, clk)
+	res, err := fresh.charge(hash, domain.OpPlaceList, append(list(0, 600), domain.PlaceResource("only-in-a-chunk"), domain.PlaceResource("new"))...)
+	if err != nil || res.Credits != 1 || len(res.Deduplicated) != 601 {
+		t.Fatalf("the 600, the chunk's claim and a new place from a fresh meter: %+v %v; want only the new one paid", res.ChargeDecision, err)
+	}
+
+	// Maintenance keeps yesterday's and today's chunks.
+	if _, err := s.pool.Exec(ctx, `INSERT INTO claim_chunks (stream_no, day, through, position, hashes)
+		SELECT stream_no, d, 1, 0, '\x00' FROM accounts, unnest('{2026-11-21,2026-11-22}'::date[]) d WHERE account_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, deleted, err := commands.Maintain(ctx, eventstore.New(s.pool), clk.Now()); err != nil || deleted != 1 {
+		t.Fatalf("maintenance deleted %d chunks (%v); want the one of 2026-11-21", deleted, err)
+	}
+	var days []string
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT day::text FROM claim_chunks ORDER BY 1`)
+	if err == nil {
+		days, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil || fmt.Sprint(days) != "[2026-11-22 2026-11-23]" {
+		t.Fatalf("chunks of %v (%v); want yesterday's and today's", days, err)
 	}
 	auditClean(t, s.pool)
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"slices"
 	"strconv"
@@ -295,6 +296,7 @@ type batchAccount struct {
 	// nil when the account has none on day.
 	claims  *accountClaims
 	paid    map[int64]struct{} // resources this batch's charges paid for (hashes)
+	saved   int                // claims of claims.unsaved the batch writes in a chunk
 	t       totals
 	written bool
 }
@@ -309,14 +311,28 @@ const (
 	lockAccountsSQL = `SELECT account_id, stream_no, balance, coalesce(claims_day::text, ''), coalesce(claims_from, 0)
 		FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
 	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
-	// claimEventsSQL reads the charges of each stream $1 after position $2 and version $3, by
-	// the events_stream index from that position: an account's claims from its claims_from, or
-	// the charges another process (or a batch whose outcome was lost) added since the meter's
-	// claims were current.
-	claimEventsSQL = `SELECT e.stream_no, e.payload::text
-		FROM unnest($1::int[], $2::bigint[], $3::bigint[]) AS u(no, after_position, after_version)
-		JOIN events e ON e.stream_no = u.no AND e.position > u.after_position AND e.version > u.after_version
-		WHERE e.type = 'RequestCharged'`
+	// claimEventsSQL reads the charges of each stream $1 after position $2 and version $3 — or,
+	// when the stream has claim chunks of day $4, after the last of them — by the events_stream
+	// index from that position: an account's claims after its saved ones (from its
+	// claims_from if none), or the charges another process (or a batch whose outcome was
+	// lost) added since the meter's claims were current ($4 NULL).
+	// The events are read in a subquery that OFFSET 0 keeps from being flattened into a join:
+	// the plan a prepared statement settles on would otherwise hash-join the whole events
+	// table (it guesses ten streams).
+	claimEventsSQL = `SELECT u.no, e.payload::text
+		FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::date[]) AS u(no, after_position, after_version, chunks_day)
+		CROSS JOIN LATERAL (SELECT coalesce(max(c.position), u.after_position) AS after_position,
+				coalesce(max(c.through), u.after_version) AS after_version
+			FROM claim_chunks c WHERE c.stream_no = u.no AND c.day = u.chunks_day) s
+		CROSS JOIN LATERAL (SELECT e.payload FROM events e
+			WHERE e.stream_no = u.no AND e.position > s.after_position AND e.version > s.after_version
+				AND e.type = 'RequestCharged' OFFSET 0) e`
+	// claimChunksSQL reads the claim chunks of each stream $1 on day $2.
+	claimChunksSQL = `SELECT c.stream_no, c.hashes
+		FROM unnest($1::int[], $2::date[]) AS u(no, day) JOIN claim_chunks c ON c.stream_no = u.no AND c.day = u.day`
+	// insertChunksSQL saves claim chunks (migration 0015).
+	insertChunksSQL = `INSERT INTO claim_chunks (stream_no, day, through, position, hashes)
+		SELECT * FROM unnest($1::int[], $2::date[], $3::bigint[], $4::bigint[], $5::bytea[]) ON CONFLICT DO NOTHING`
 	// updateAccountsSQL moves the balances and totals; an account whose charges in the batch are
 	// its first of a new day ($6, NULL for the others) gets that day as claims_day and the
 	// position of its first charge after its head before the batch ($7) as claims_from.
@@ -448,13 +464,17 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		}
 		wb.Queue(updateAccountsSQL, ids, balances, charged, rc, rd, days, after)
 	}
+	chunkArgs, chunks := m.chunks(accountIDs, accounts)
+	if chunks > 0 {
+		wb.Queue(insertChunksSQL, chunkArgs...)
+	}
 	wb.Queue("COMMIT")
 	pid := pc.PgConn().PID()
 	wr := pc.SendBatch(ctx, wb)
 	if h := m.opts.Hooks.AfterCommitSent; h != nil {
 		h(txid, pid, cut)
 	}
-	err = readRound2(wr, writes.Len() > 0)
+	err = readRound2(wr, writes.Len() > 0, chunks > 0)
 	closeErr := wr.Close()
 	if err == nil {
 		// COMMIT's own answer was read and it said COMMIT: the batch is committed, whatever
@@ -482,13 +502,18 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 
 // readClaims gives every account of the batch the claims it decides with (batchAccount.claims),
 // holding the accounts' locks. Claims matter only for an account whose claims_day is the day it
-// charges on; for those whose cached claims are not current through the head (another process
-// charged them, this process never did, or forgot them), the charges the cache has not seen
-// are read in one statement: after the cached ones when the cache holds the same day's, else
-// from claims_from. Nothing is read when every cache is current.
+// charges on. For those whose cached claims are not current through the head, one round trip
+// reads what the cache lacks: for an entry of the same day behind the head (another process
+// charged the account, or a batch's outcome was lost), the charges after it; for an account
+// the meter holds nothing of (never charged here, or forgotten), the day's claim chunks and
+// the charges after the last one (after claims_from if none). Nothing is read when every
+// cache is current.
 func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[string]*batchAccount) error {
 	var nos []int32
 	var afterPositions, afterVersions []int64
+	var chunkDays []*string
+	var coldNos []int32
+	var coldDays []string
 	stale := map[int32]*accountClaims{}
 	for _, a := range accounts {
 		if a.head == nil {
@@ -503,31 +528,28 @@ func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[strin
 		case e != nil && seen.day == a.claimsDay && seen.version < a.from.Version:
 			stale[a.no] = e
 			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, seen.position), append(afterVersions, seen.version)
+			chunkDays = append(chunkDays, nil)
 		default:
 			stale[a.no] = nil
 			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, a.claimsFrom-1), append(afterVersions, 0)
+			chunkDays = append(chunkDays, &a.claimsDay)
+			coldNos, coldDays = append(coldNos, a.no), append(coldDays, a.claimsDay)
 		}
 	}
 	if len(nos) == 0 {
 		return nil
 	}
-	rows, err := pc.Query(ctx, claimEventsSQL, nos, afterPositions, afterVersions)
-	if err != nil {
-		return err
+	b := &pgx.Batch{}
+	if len(coldNos) > 0 {
+		b.Queue(claimChunksSQL, coldNos, coldDays)
 	}
-	read := map[int32][]int64{}
-	var no int32
-	var payload []byte
-	if _, err := pgx.ForEachRow(rows, []any{&no, &payload}, func() error {
-		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, payload)
-		if err != nil {
-			return err
-		}
-		for _, r := range f.Paid {
-			read[no] = append(read[no], ResourceHash(r))
-		}
-		return nil
-	}); err != nil {
+	b.Queue(claimEventsSQL, nos, afterPositions, afterVersions, chunkDays)
+	br := pc.SendBatch(ctx, b)
+	saved, read, err := readClaimRows(br, len(coldNos) > 0)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
 		return err
 	}
 	for _, a := range accounts {
@@ -538,13 +560,76 @@ func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[strin
 		if base != nil {
 			a.claims = m.claims.extend(a.no, base, a.from.Version, a.from.Position, read[a.no])
 		} else {
-			a.claims = m.claims.load(a.no, a.claimsDay, a.from.Version, a.from.Position, read[a.no])
+			a.claims = m.claims.load(a.no, a.claimsDay, a.from.Version, a.from.Position, saved[a.no], read[a.no])
 		}
 	}
 	return nil
 }
 
-// remember tells the claim cache what a committed batch's charges paid for.
+// readClaimRows reads the claim chunks (when queued) and the charges readClaims asked for.
+func readClaimRows(br pgx.BatchResults, chunks bool) (saved, read map[int32][]int64, err error) {
+	saved, read = map[int32][]int64{}, map[int32][]int64{}
+	var no int32
+	var raw []byte
+	if chunks {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&no, &raw}, func() error {
+			for i := 0; i+8 <= len(raw); i += 8 {
+				saved[no] = append(saved[no], int64(binary.BigEndian.Uint64(raw[i:])))
+			}
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&no, &raw}, func() error {
+		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, raw)
+		if err != nil {
+			return err
+		}
+		for _, r := range f.Paid {
+			read[no] = append(read[no], ResourceHash(r))
+		}
+		return nil
+	})
+	return saved, read, err
+}
+
+// chunks are the claim chunks a batch saves: for each account it writes whose unsaved claims
+// of the day reached claimChunkSize, those claims, covering its charges up to the head the
+// batch read.
+func (m *Meter) chunks(accountIDs []string, accounts map[string]*batchAccount) (args []any, n int) {
+	var nos []int32
+	var days []string
+	var through, positions []int64
+	var hashes [][]byte
+	for _, id := range accountIDs {
+		a := accounts[id]
+		if a == nil || !a.written || a.claims == nil || a.claims.day != a.day {
+			continue
+		}
+		c := m.claims.chunk(a.claims)
+		if c == nil {
+			continue
+		}
+		raw := make([]byte, 8*len(c))
+		for i, h := range c {
+			binary.BigEndian.PutUint64(raw[8*i:], uint64(h))
+		}
+		a.saved = len(c)
+		nos, days, through, positions, hashes = append(nos, a.no), append(days, a.day), append(through, a.from.Version), append(positions, a.from.Position), append(hashes, raw)
+	}
+	return []any{nos, days, through, positions, hashes}, len(nos)
+}
+
+// remember tells the claim cache what a committed batch's charges paid for and saved.
 func (m *Meter) remember(accounts map[string]*batchAccount) {
 	for _, a := range accounts {
 		if a.written {
@@ -552,7 +637,7 @@ func (m *Meter) remember(accounts map[string]*batchAccount) {
 			for h := range a.paid {
 				paid = append(paid, h)
 			}
-			m.claims.committed(a.no, a.claims, a.from.Version, a.head.Version, a.from.Position, a.day, paid)
+			m.claims.committed(a.no, a.claims, a.from.Version, a.head.Version, a.from.Position, a.day, paid, a.saved)
 		}
 	}
 }
@@ -610,8 +695,11 @@ func (h resourceHashes) of(r string) int64 {
 }
 
 // readRound2 reads the outcome of a batch's writes and its COMMIT, in queue order.
-func readRound2(wr pgx.BatchResults, events bool) error {
+func readRound2(wr pgx.BatchResults, events, chunks bool) error {
 	n := 1 // COMMIT
+	if chunks {
+		n++
+	}
 	if events {
 		n += 2
 	}

@@ -663,7 +663,7 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[]) AS `+commands.ClaimEventsSQL); err != nil {
+	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[], date[]) AS `+commands.ClaimEventsSQL); err != nil {
 		t.Fatal(err)
 	}
 	// Stream 7's events are at positions 1201-1400 (versions 1-200).
@@ -671,7 +671,7 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
 			t.Fatal(err)
 		}
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,8}', '{1390,1400}', '{190,0}')`)
+		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,8}', '{1390,1400}', '{190,0}', '{NULL,2026-11-23}')`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -686,7 +686,7 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 			if strings.Contains(l, "Seq Scan on events_p0000000000000000001 ") {
 				t.Fatalf("%s: the events are scanned, not walked by the index:\n%s", mode, plan)
 			}
-			if strings.Contains(l, "Index Cond:") && strings.Contains(l, "(stream_no = u.no)") && strings.Contains(l, `("position" > u.after_position)`) {
+			if strings.Contains(l, "Index Cond:") && strings.Contains(l, "(stream_no = u.no)") && strings.Contains(l, `("position" > (COALESCE(max(c."position"), u.after_position)))`) {
 				walked = true
 			}
 		}
@@ -697,7 +697,11 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 	var found []string
 	var no int32
 	var payload string
-	rows, err := conn.Query(ctx, `EXECUTE claims('{7,8}', '{1390,1598}', '{195,0}')`)
+	// Stream 8 has saved its claims up to version 198 (position 1598) in a chunk of the day.
+	if _, err := conn.Exec(ctx, `INSERT INTO claim_chunks VALUES (8, '2026-11-23', 198, 1598, '\x00')`); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `EXECUTE claims('{7,8}', '{1390,1400}', '{195,0}', '{NULL,2026-11-23}')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -709,8 +713,8 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(found)
-	// Stream 7 after version 195: the charges at 196, 198 and 200; stream 8 after position
-	// 1598 (its versions 199 and 200): the charge at 200.
+	// Stream 7 after version 195: the charges at 196, 198 and 200; stream 8 after its chunk:
+	// the charge at 200.
 	if want := "[7 [place:p196] <nil> 7 [place:p198] <nil> 7 [place:p200] <nil> 8 [place:p200] <nil>]"; fmt.Sprint(found) != want {
 		t.Fatalf("read %v, want %s", found, want)
 	}

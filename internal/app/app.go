@@ -142,7 +142,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		return err
 	}
 	defer runner.Close()
-	go maintain(ctx, store, log)
+	go maintain(ctx, store, clock, log)
 	if cfg.AuditSigningKey != "" {
 		key, err := audit.LoadSigningKey(cfg.AuditSigningKey)
 		if err != nil {
@@ -293,16 +293,16 @@ func OpenLimiter(ctx context.Context, cfg Config, log *logrus.Logger) (ratelimit
 }
 
 // maintain runs commands.Maintain now and every maintenanceEvery until ctx ends.
-func maintain(ctx context.Context, store *eventstore.Store, log *logrus.Logger) {
+func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Time, log *logrus.Logger) {
 	t := time.NewTicker(maintenanceEvery)
 	defer t.Stop()
 	for {
-		if parts, err := commands.Maintain(ctx, store); err != nil {
+		if parts, chunks, err := commands.Maintain(ctx, store, clock()); err != nil {
 			if ctx.Err() == nil {
 				log.WithError(err).Warn("maintenance failed; it runs again in a minute")
 			}
-		} else if parts > 0 {
-			log.WithFields(logrus.Fields{"partitions_created": parts}).Info("maintenance")
+		} else if parts > 0 || chunks > 0 {
+			log.WithFields(logrus.Fields{"partitions_created": parts, "claim_chunks_deleted": chunks}).Info("maintenance")
 		}
 		select {
 		case <-ctx.Done():
