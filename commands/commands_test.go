@@ -489,7 +489,9 @@ func TestAccountTotalsEqualTheEventsSums(t *testing.T) {
 func TestTheAccountRowSaysWhereItsClaimsStartAndAFreshMeterReadsThemBack(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	clk := &clock{now: noon}
-	s := newStack(t, dbURL, clk)
+	var behind, cold atomic.Int64 // accounts whose claims were read, by either meter
+	counted := commands.MeterOptions{OnClaimsRead: func(b, c int) { behind.Add(int64(b)); cold.Add(int64(c)) }}
+	s := newStack(t, dbURL, clk, counted)
 	id, key := fundedAccount(t, s, 500)
 	hash := domain.HashKey(key.APIKey)
 	pay := func(s stack, r string, want int64) {
@@ -520,11 +522,20 @@ func TestTheAccountRowSaysWhereItsClaimsStartAndAFreshMeterReadsThemBack(t *test
 		clk.Advance(24 * time.Hour)
 	}
 	clk.Advance(-24 * time.Hour) // the third day
-	fresh := newStack(t, dbURL, clk)
+	if behind.Load() != 0 || cold.Load() != 0 {
+		t.Fatalf("the meter that charged every day read claims of %d accounts behind and %d cold; want none", behind.Load(), cold.Load())
+	}
+	fresh := newStack(t, dbURL, clk, counted)
 	pay(fresh, "p1", 0)
 	pay(fresh, "d2", 0)
 	pay(fresh, "d1", 1) // yesterday's claims are not today's
-	pay(s, "d1", 0)     // the first meter reads what the other one charged
+	if behind.Load() != 0 || cold.Load() != 1 {
+		t.Fatalf("a fresh meter read claims of %d accounts behind and %d cold; want one cold read, then none", behind.Load(), cold.Load())
+	}
+	pay(s, "d1", 0) // the first meter reads what the other one charged
+	if behind.Load() != 1 || cold.Load() != 1 {
+		t.Fatalf("claims read of %d accounts behind; want 1: the first meter's, after the other's charges", behind.Load())
+	}
 	if l := ledgerOf(t, s, id); l.balance != 1000-7 || !l.consistent() {
 		t.Fatalf("ledger %+v; want 7 credits charged", l)
 	}

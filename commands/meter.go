@@ -47,6 +47,10 @@ type MeterOptions struct {
 	MaxClaims int
 	// BeforeBatch, when set, hears the size of every batch a worker takes (metrics, tests).
 	BeforeBatch func(size int)
+	// OnClaimsRead, when set, hears how many accounts of a batch had their dedup claims read
+	// (Meter.readClaims): behind, after claims the meter held; cold, from the day's claim
+	// chunks and the charges after them.
+	OnClaimsRead func(behind, cold int)
 	// Hooks let tests act where failures matter; nil in production.
 	Hooks MeterHooks
 }
@@ -122,6 +126,10 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	}
 	return m
 }
+
+// ClaimsHeld is how many dedup claims the meter keeps in memory (at most MeterOptions.MaxClaims,
+// but for the account being charged).
+func (m *Meter) ClaimsHeld() int { return m.claims.held() }
 
 // Keys is the meter's key cache (for Listen, and for commands to forget changed keys).
 func (m *Meter) Keys() *KeyCache { return m.keys }
@@ -538,6 +546,9 @@ func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[strin
 	}
 	if len(nos) == 0 {
 		return nil
+	}
+	if m.opts.OnClaimsRead != nil {
+		m.opts.OnClaimsRead(len(nos)-len(coldNos), len(coldNos))
 	}
 	b := &pgx.Batch{}
 	if len(coldNos) > 0 {

@@ -111,6 +111,9 @@ func TestMetricsCountTheTrafficTheServiceAnswered(t *testing.T) {
 	atLeast(`kyapi_read_refused_total{status="402"}`, 1)
 	atLeast(`kyapi_read_refused_total{status="429"}`, 1)
 	atLeast(`kyapi_meter_batch_size_count`, 2)
+	atLeast(`kyapi_meter_claims_held`, 1) // the places paid above
+	atLeast(`kyapi_meter_claim_reads_total{kind="cold"}`, 0)
+	atLeast(`kyapi_meter_claim_reads_total{kind="behind"}`, 0)
 	atLeast(`kyapi_db_pool_connections{state="max"}`, 1)
 	atLeast(`kyapi_db_pool_acquires_total`, 1)
 	for _, p := range []string{"balances", "account_days", "usage", "catalog", "placeindex"} {

@@ -23,13 +23,14 @@ import (
 
 // Metrics is one process's registry and the instruments the service updates.
 type Metrics struct {
-	registry *prometheus.Registry
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	refused  *prometheus.CounterVec
-	charges  *prometheus.CounterVec
-	credits  prometheus.Counter
-	batches  prometheus.Histogram
+	registry   *prometheus.Registry
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	refused    *prometheus.CounterVec
+	charges    *prometheus.CounterVec
+	credits    prometheus.Counter
+	batches    prometheus.Histogram
+	claimReads *prometheus.CounterVec
 }
 
 // Source is what the metrics read at each scrape: the pool's statistics and the projections
@@ -69,6 +70,13 @@ func New(src Source) *Metrics {
 			Help:    "Charges per group-commit batch transaction.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024},
 		}),
+		claimReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kyapi_meter_claim_reads_total",
+			Help: "Accounts whose dedup claims a charge batch read from the database: behind (after the claims the meter held; another process charged the account) or cold (the meter held none: the day's claim chunks and the charges after them).",
+		}, []string{"kind"}),
+	}
+	for _, k := range []string{"behind", "cold"} {
+		m.claimReads.WithLabelValues(k)
 	}
 	// Each outcome and refusal is present from the start, so a rate() has a series to read.
 	for _, o := range []string{"paid", "deduplicated", "refused"} {
@@ -77,7 +85,7 @@ func New(src Source) *Metrics {
 	for _, s := range []string{"402", "429"} {
 		m.refused.WithLabelValues(s)
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.refused, m.charges, m.credits, m.batches,
+	m.registry.MustRegister(m.requests, m.duration, m.refused, m.charges, m.credits, m.batches, m.claimReads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if src.Pool != nil {
 		m.registry.MustRegister(poolCollector{src.Pool})
@@ -124,6 +132,20 @@ func (m *Metrics) ObserveRoute(api, route string, next http.Handler) http.Handle
 
 // BatchSize records the size of a group-commit batch (commands.MeterOptions.BeforeBatch).
 func (m *Metrics) BatchSize(n int) { m.batches.Observe(float64(n)) }
+
+// ClaimsRead counts the accounts whose dedup claims a batch read (commands.MeterOptions.OnClaimsRead).
+func (m *Metrics) ClaimsRead(behind, cold int) {
+	m.claimReads.WithLabelValues("behind").Add(float64(behind))
+	m.claimReads.WithLabelValues("cold").Add(float64(cold))
+}
+
+// WatchClaims reports held() at each scrape as kyapi_meter_claims_held (commands.Meter.ClaimsHeld).
+func (m *Metrics) WatchClaims(held func() int) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kyapi_meter_claims_held",
+		Help: "Dedup claims (resources paid today, per account) the meter keeps in memory.",
+	}, func() float64 { return float64(held()) }))
+}
 
 // meter is the read API's meter as the read API sees it (readapi.Meter).
 type meter interface {
