@@ -102,37 +102,15 @@ func (p SQL) streamPrefixes() []string {
 }
 
 func (p SQL) handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
-	if events == nil {
-		events = []eventstore.Event{}
-	}
-	return p.handle(ctx, from, to, events)
+	return p.group().handleRead(ctx, from, to, events)
 }
 
-// handle applies (from, to] in one transaction with the checkpoint; events are the range's,
-// read ahead, or nil to read them in the transaction.
+// handle applies (from, to] in one transaction with the checkpoint: a Group of one.
 func (p SQL) handle(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
-	return pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
-		at, err := readCheckpoint(ctx, tx, p.Name(), true)
-		if err != nil {
-			return err
-		}
-		if !at.Less(to) {
-			return nil // already applied: a redelivery after a lost ack
-		}
-		if at != from {
-			return errCheckpointMoved
-		}
-		if events == nil {
-			if events, err = eventstore.ReadRangeOf(ctx, tx, from, to, p.streamPrefixes()...); err != nil {
-				return err
-			}
-		}
-		if err := p.Applier.Apply(ctx, tx, events); err != nil {
-			return fmt.Errorf("projection %s: %w", p.Name(), err)
-		}
-		return writeCheckpoint(ctx, tx, p.Name(), to)
-	})
+	return p.group().handle(ctx, from, to, events)
 }
+
+func (p SQL) group() Group { return Group{Pool: p.Pool, Members: []SQLApplier{p.Applier}} }
 
 // Reset empties the read model and moves its checkpoint back to position 0.
 func (p SQL) Reset(ctx context.Context) error {
