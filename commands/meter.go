@@ -261,6 +261,16 @@ func statementFailed(err error) bool {
 // nothing of it was written, and runBatch tries it once more on another connection.
 type connectionLostBeforeWrite struct{ err error }
 
+// beforeWrite is the error of a batch that failed before any write was sent: a statement's own
+// error, or — the pooled connection had died (a database restart ends them all) — a
+// connectionLostBeforeWrite, which a fresh connection may well get past.
+func beforeWrite(err error) error {
+	if statementRolledBack(err) {
+		return err
+	}
+	return &connectionLostBeforeWrite{err}
+}
+
 func (e *connectionLostBeforeWrite) Error() string { return e.err.Error() }
 func (e *connectionLostBeforeWrite) Unwrap() error { return e.err }
 
@@ -404,13 +414,8 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
-	if err != nil && !statementRolledBack(err) {
-		// Nothing was written; the pooled connection had died (a database restart ends them
-		// all): a fresh one may well succeed.
-		return leave(&connectionLostBeforeWrite{err})
-	}
 	if err != nil {
-		return leave(err)
+		return leave(beforeWrite(err))
 	}
 	// The charges' time is read once the locks are held: a revoke, a grace period ending,
 	// midnight are seen as of then. Within a stream time never goes backwards: an account whose
@@ -429,10 +434,7 @@ func (m *Meter) commit(batch []*pendingCharge) error {
 		}
 	}
 	if err := m.readClaims(ctx, pc, accounts); err != nil {
-		if !statementRolledBack(err) {
-			return leave(&connectionLostBeforeWrite{err})
-		}
-		return leave(err)
+		return leave(beforeWrite(err))
 	}
 
 	var writes eventstore.Batch
