@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
@@ -266,4 +268,168 @@ func (c *claimCache) held() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.size
+}
+
+const (
+	// claimEventsSQL reads the charges of each stream $1 after position $2 and version $3 — or,
+	// when the stream has claim chunks of day $4, after the last of them — by the events_stream
+	// index from that position: an account's claims after its saved ones (from its
+	// claims_from if none), or the charges another process (or a batch whose outcome was
+	// lost) added since the meter's claims were current ($4 NULL).
+	// The events are read in a subquery that OFFSET 0 keeps from being flattened into a join:
+	// the plan a prepared statement settles on would otherwise hash-join the whole events
+	// table (it guesses ten streams).
+	claimEventsSQL = `SELECT u.no, e.payload::text
+		FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::date[]) AS u(no, after_position, after_version, chunks_day)
+		CROSS JOIN LATERAL (SELECT coalesce(max(c.position), u.after_position) AS after_position,
+				coalesce(max(c.through), u.after_version) AS after_version
+			FROM claim_chunks c WHERE c.stream_no = u.no AND c.day = u.chunks_day) s
+		CROSS JOIN LATERAL (SELECT e.payload FROM events e
+			WHERE e.stream_no = u.no AND e.position > s.after_position AND e.version > s.after_version
+				AND e.type = 'RequestCharged' OFFSET 0) e`
+	// claimChunksSQL reads the claim chunks of each stream $1 on day $2.
+	claimChunksSQL = `SELECT c.stream_no, c.hashes
+		FROM unnest($1::int[], $2::date[]) AS u(no, day) JOIN claim_chunks c ON c.stream_no = u.no AND c.day = u.day`
+)
+
+// readClaims gives every account of the batch the claims it decides with (batchAccount.claims),
+// holding the accounts' locks. Claims matter only for an account whose claims_day is the day it
+// charges on. For those whose cached claims are not current through the head, one round trip
+// reads what the cache lacks: for an entry of the same day behind the head (another process
+// charged the account, or a batch's outcome was lost), the charges after it; for an account
+// the meter holds nothing of (never charged here, or forgotten), the day's claim chunks and
+// the charges after the last one (after claims_from if none). Nothing is read when every
+// cache is current.
+func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[string]*batchAccount) error {
+	var nos []int32
+	var afterPositions, afterVersions []int64
+	var chunkDays []*string
+	var coldNos []int32
+	var coldDays []string
+	stale := map[int32]*accountClaims{}
+	for _, a := range accounts {
+		if a.head == nil {
+			continue
+		}
+		e, seen, current := m.claims.lookup(a.no, a.from.Version)
+		switch {
+		case current:
+			a.claims = e
+		case a.claimsDay != a.day:
+			// No charge of the account is on its day yet: nothing to read.
+		case e != nil && seen.day == a.claimsDay && seen.version < a.from.Version:
+			stale[a.no] = e
+			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, seen.position), append(afterVersions, seen.version)
+			chunkDays = append(chunkDays, nil)
+		default:
+			stale[a.no] = nil
+			nos, afterPositions, afterVersions = append(nos, a.no), append(afterPositions, a.claimsFrom-1), append(afterVersions, 0)
+			chunkDays = append(chunkDays, &a.claimsDay)
+			coldNos, coldDays = append(coldNos, a.no), append(coldDays, a.claimsDay)
+		}
+	}
+	if len(nos) == 0 {
+		return nil
+	}
+	if m.opts.OnClaimsRead != nil {
+		m.opts.OnClaimsRead(len(nos)-len(coldNos), len(coldNos))
+	}
+	b := &pgx.Batch{}
+	if len(coldNos) > 0 {
+		b.Queue(claimChunksSQL, coldNos, coldDays)
+	}
+	b.Queue(claimEventsSQL, nos, afterPositions, afterVersions, chunkDays)
+	br := pc.SendBatch(ctx, b)
+	saved, read, err := readClaimRows(br, len(coldNos) > 0)
+	if closeErr := br.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return err
+	}
+	for _, a := range accounts {
+		base, ok := stale[a.no]
+		if !ok {
+			continue
+		}
+		if base != nil {
+			a.claims = m.claims.extend(a.no, base, a.from.Version, a.from.Position, read[a.no])
+		} else {
+			a.claims = m.claims.load(a.no, a.claimsDay, a.from.Version, a.from.Position, saved[a.no], read[a.no])
+		}
+	}
+	return nil
+}
+
+// readClaimRows reads the claim chunks (when queued) and the charges readClaims asked for.
+func readClaimRows(br pgx.BatchResults, chunks bool) (saved, read map[int32][]int64, err error) {
+	saved, read = map[int32][]int64{}, map[int32][]int64{}
+	var no int32
+	var raw []byte
+	if chunks {
+		rows, err := br.Query()
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, err := pgx.ForEachRow(rows, []any{&no, &raw}, func() error {
+			for i := 0; i+8 <= len(raw); i += 8 {
+				saved[no] = append(saved[no], int64(binary.BigEndian.Uint64(raw[i:])))
+			}
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&no, &raw}, func() error {
+		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, raw)
+		if err != nil {
+			return err
+		}
+		for _, r := range f.Paid {
+			read[no] = append(read[no], ResourceHash(r))
+		}
+		return nil
+	})
+	return saved, read, err
+}
+
+// chunks are the claim chunks a batch saves: for each account it writes whose unsaved claims
+// of the day reached claimChunkSize, those claims, covering its charges up to the head the
+// batch read.
+func (m *Meter) chunks(accountIDs []string, accounts map[string]*batchAccount) []any {
+	var nos []int32
+	var days []string
+	var through, positions []int64
+	var hashes [][]byte
+	for _, id := range accountIDs {
+		a := accounts[id]
+		if a == nil || !a.written || a.claims == nil || a.claims.day != a.day {
+			continue
+		}
+		c := m.claims.chunk(a.claims)
+		if c == nil {
+			continue
+		}
+		raw := make([]byte, 8*len(c))
+		for i, h := range c {
+			binary.BigEndian.PutUint64(raw[8*i:], uint64(h))
+		}
+		a.saved = len(c)
+		nos, days, through, positions, hashes = append(nos, a.no), append(days, a.day), append(through, a.from.Version), append(positions, a.from.Position), append(hashes, raw)
+	}
+	return []any{nos, days, through, positions, hashes}
+}
+
+// remember tells the claim cache what a committed batch's charges of account a paid for and
+// saved.
+func (m *Meter) remember(a *batchAccount) {
+	paid := make([]int64, 0, len(a.paid))
+	for h := range a.paid {
+		paid = append(paid, h)
+	}
+	m.claims.committed(a.no, a.claims, a.from.Version, a.head.Version, a.from.Position, a.day, paid, a.saved)
 }

@@ -264,7 +264,7 @@ func TestAHeadMovedBehindTheMetersBackFailsTheChargeWithNothingWritten(t *testin
 			var target atomic.Int32 // the stream whose head the hook moves
 			var moved atomic.Int64
 			var gs *gatedStack
-			hook := func(string, func()) {
+			hook := func(func()) {
 				if no := target.Load(); no != 0 {
 					if _, err := gs.pool.Exec(ctx, `UPDATE streams SET version = version + 1 WHERE stream_no = $1`, no); err != nil {
 						t.Error(err)
@@ -337,30 +337,26 @@ func TestALostCommitIsFoundOutBeforeAnswering(t *testing.T) {
 			dbURL := pgtest.NewDatabase(t)
 			var armed atomic.Bool
 			var probe stack
+			var id string
 			hooks := commands.MeterHooks{
-				BeforeWrite: func(_ string, cut func()) {
+				BeforeWrite: func(cut func()) {
 					if m == beforeCommit && armed.CompareAndSwap(true, false) {
 						cut()
 					}
 				},
-				AfterCommitSent: func(txid string, _ uint32, cut func()) {
+				AfterCommitSent: func(_ uint32, cut func()) {
 					if m != afterCommit || !armed.CompareAndSwap(true, false) {
 						return
 					}
 					// Wait until the commit has happened, then lose the answer to it.
-					for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-						var status *string
-						_ = probe.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&status)
-						if status != nil && *status == "committed" {
-							break
-						}
-					}
+					waitForBalance(t, probe, id, 999)
 					cut()
 				},
 			}
 			s := newStack(t, dbURL, &clock{now: noon}, commands.MeterOptions{Hooks: hooks})
 			probe = newStack(t, dbURL, &clock{now: noon})
-			id, key := fundedAccount(t, s, 500)
+			var key commands.IssuedKey
+			id, key = fundedAccount(t, s, 500)
 			hash := domain.HashKey(key.APIKey)
 			armed.Store(true)
 			res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
@@ -400,17 +396,15 @@ func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) 
 	dbURL := pgtest.NewDatabase(t)
 	var probe stack
 	var armed, afterCommit atomic.Bool
+	var id string
+	var balance int64 // the balance the armed charge leaves if it commits
 	s := newStack(t, dbURL, &clock{now: noon}, commands.MeterOptions{Hooks: commands.MeterHooks{
-		AfterCommitSent: func(txid string, pid uint32, _ func()) {
+		AfterCommitSent: func(pid uint32, _ func()) {
 			if !armed.CompareAndSwap(true, false) {
 				return
 			}
-			for deadline := time.Now().Add(30 * time.Second); afterCommit.Load() && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-				var status *string
-				_ = probe.pool.QueryRow(ctx, `SELECT pg_xact_status($1::text::xid8)`, txid).Scan(&status)
-				if status != nil && *status == "committed" {
-					break
-				}
+			if afterCommit.Load() {
+				waitForBalance(t, probe, id, balance)
 			}
 			if _, err := probe.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, int64(pid)); err != nil {
 				t.Error(err)
@@ -418,11 +412,13 @@ func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) 
 		},
 	}})
 	probe = newStack(t, dbURL, &clock{now: noon})
-	id, key := fundedAccount(t, s, 500)
+	var key commands.IssuedKey
+	id, key = fundedAccount(t, s, 500)
 	hash := domain.HashKey(key.APIKey)
 	paid, unknown := 0, 0
 	for i := range 40 {
 		afterCommit.Store(i%2 == 1) // at once, or once the commit is durable
+		balance = int64(1000 - paid - 1)
 		armed.Store(true)
 		resource := domain.PlaceResource(fmt.Sprintf("p%d", i))
 		res, err := s.charge(hash, domain.OpPlaceDetail, resource)
@@ -483,7 +479,7 @@ func TestARequestCancelledWhileItsBatchCommitsGetsTheBatchsAnswer(t *testing.T) 
 	var cancel context.CancelFunc
 	var once sync.Once
 	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{Hooks: commands.MeterHooks{
-		AfterCommitSent: func(string, uint32, func()) {
+		AfterCommitSent: func(uint32, func()) {
 			if cancel != nil {
 				once.Do(cancel)
 			}
@@ -759,4 +755,17 @@ func TestAMeterKeepsItsClaimsWithinItsBoundAndReadsForgottenOnesBack(t *testing.
 	if held := s.meter.ClaimsHeld(); held != 2 {
 		t.Fatalf("%d claims held on the next day; want only its 2", held)
 	}
+}
+
+// waitForBalance waits until the account's balance, as the write model holds it, is want:
+// the charge a hook holds has committed.
+func waitForBalance(t *testing.T, probe stack, accountID string, want int64) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		var balance int64
+		if err := probe.pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance); err == nil && balance == want {
+			return
+		}
+	}
+	t.Errorf("the balance of %s never became %d", accountID, want)
 }

@@ -188,6 +188,37 @@ func (b *Batch) WriteArgs() []any {
 		b.evStreams, b.evVersions, b.evAts, b.evTypes, b.evHashes, b.evPayloads, b.evMetadata}
 }
 
+// Written reports, for every stream the batch appends to, whether the batch's first event for
+// it is in the store. A writer that lost its transaction's outcome (the connection failed after
+// COMMIT was sent) asks, once that transaction can no longer commit, what it wrote. Each is
+// found by the stream index from the position of the head the batch started from.
+func (b *Batch) Written(ctx context.Context, q Querier) (map[int32]bool, error) {
+	var nos []int32
+	var after, versions []int64
+	var hashes [][]byte
+	for i, no := range b.evStreams {
+		bh := b.heads[no]
+		if b.evVersions[i] == bh.expected+1 {
+			nos, after, versions = append(nos, no), append(after, bh.head.Position), append(versions, b.evVersions[i])
+			hashes = append(hashes, b.evHashes[i])
+		}
+	}
+	rows, err := q.Query(ctx, `SELECT u.no FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::bytea[]) AS u(no, after, version, hash)
+		WHERE EXISTS (SELECT 1 FROM events e
+			WHERE e.stream_no = u.no AND e.position > u.after AND e.version = u.version AND e.hash = u.hash)`,
+		nos, after, versions, hashes)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int32]bool, len(nos))
+	for _, no := range nos {
+		out[no] = false
+	}
+	var no int32
+	_, err = pgx.ForEachRow(rows, []any{&no}, func() error { out[no] = true; return nil })
+	return out, err
+}
+
 // CheckWrite turns the outcome of WriteSQL into nil, ErrVersionConflict, ErrNoPartition or the
 // error.
 func CheckWrite(err error) error {

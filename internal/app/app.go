@@ -154,9 +154,10 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {
-		meter = commands.NewMeter(store, clock, commands.MeterOptions{BeforeBatch: mets.BatchSize, OnClaimsRead: mets.ClaimsRead})
+		meter = commands.NewMeter(store, clock, commands.MeterOptions{BeforeBatch: mets.BatchSize, OnClaimsRead: mets.ClaimsRead,
+			OnDecided: mets.Decided})
 		defer meter.Close()
-		mets.WatchClaims(meter.ClaimsHeld)
+		mets.WatchMeter(meter.ClaimsHeld, meter.AccountsHeld)
 		go meter.Keys().Listen(ctx, func(err error) {
 			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
 		})

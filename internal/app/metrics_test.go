@@ -114,6 +114,9 @@ func TestMetricsCountTheTrafficTheServiceAnswered(t *testing.T) {
 	atLeast(`kyapi_meter_claims_held`, 1) // the places paid above
 	atLeast(`kyapi_meter_claim_reads_total{kind="cold"}`, 0)
 	atLeast(`kyapi_meter_claim_reads_total{kind="behind"}`, 0)
+	atLeast(`kyapi_meter_decisions_total{from="lock"}`, 2)   // each account's first charge
+	atLeast(`kyapi_meter_decisions_total{from="memory"}`, 1) // the second detail
+	atLeast(`kyapi_meter_accounts_held`, 2)
 	atLeast(`kyapi_db_pool_connections{state="max"}`, 1)
 	atLeast(`kyapi_db_pool_acquires_total`, 1)
 	for _, p := range []string{"balances", "account_days", "usage", "catalog", "placeindex"} {

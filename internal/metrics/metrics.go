@@ -31,6 +31,7 @@ type Metrics struct {
 	credits    prometheus.Counter
 	batches    prometheus.Histogram
 	claimReads *prometheus.CounterVec
+	decided    *prometheus.CounterVec
 }
 
 // Source is what the metrics read at each scrape: the pool's statistics and the projections
@@ -74,9 +75,16 @@ func New(src Source) *Metrics {
 			Name: "kyapi_meter_claim_reads_total",
 			Help: "Accounts whose dedup claims a charge batch read from the database: behind (after the claims the meter held; another process charged the account) or cold (the meter held none: the day's claim chunks and the charges after them).",
 		}, []string{"kind"}),
+		decided: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kyapi_meter_decisions_total",
+			Help: "Charges the meter decided, by what from: memory (the state it held of the account, written in one round trip) or lock (the account read under its lock: first charge here, or the account changed meanwhile).",
+		}, []string{"from"}),
 	}
 	for _, k := range []string{"behind", "cold"} {
 		m.claimReads.WithLabelValues(k)
+	}
+	for _, k := range []string{"memory", "lock"} {
+		m.decided.WithLabelValues(k)
 	}
 	// Each outcome and refusal is present from the start, so a rate() has a series to read.
 	for _, o := range []string{"paid", "deduplicated", "refused"} {
@@ -85,7 +93,7 @@ func New(src Source) *Metrics {
 	for _, s := range []string{"402", "429"} {
 		m.refused.WithLabelValues(s)
 	}
-	m.registry.MustRegister(m.requests, m.duration, m.refused, m.charges, m.credits, m.batches, m.claimReads,
+	m.registry.MustRegister(m.requests, m.duration, m.refused, m.charges, m.credits, m.batches, m.claimReads, m.decided,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if src.Pool != nil {
 		m.registry.MustRegister(poolCollector{src.Pool})
@@ -139,12 +147,22 @@ func (m *Metrics) ClaimsRead(behind, cold int) {
 	m.claimReads.WithLabelValues("cold").Add(float64(cold))
 }
 
-// WatchClaims reports held() at each scrape as kyapi_meter_claims_held (commands.Meter.ClaimsHeld).
-func (m *Metrics) WatchClaims(held func() int) {
+// Decided counts how a batch's charges were decided (commands.MeterOptions.OnDecided).
+func (m *Metrics) Decided(fromMemory, underLock int) {
+	m.decided.WithLabelValues("memory").Add(float64(fromMemory))
+	m.decided.WithLabelValues("lock").Add(float64(underLock))
+}
+
+// WatchMeter reports, at each scrape, what the meter keeps in memory: kyapi_meter_claims_held
+// (commands.Meter.ClaimsHeld) and kyapi_meter_accounts_held (commands.Meter.AccountsHeld).
+func (m *Metrics) WatchMeter(claims, accounts func() int) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kyapi_meter_claims_held",
 		Help: "Dedup claims (resources paid today, per account) the meter keeps in memory.",
-	}, func() float64 { return float64(held()) }))
+	}, func() float64 { return float64(claims()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "kyapi_meter_accounts_held",
+		Help: "Accounts whose state (balance, stream head, keys) the meter keeps in memory to decide their charges without reading them first.",
+	}, func() float64 { return float64(accounts()) }))
 }
 
 // meter is the read API's meter as the read API sees it (readapi.Meter).
