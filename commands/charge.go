@@ -213,7 +213,7 @@ const (
 	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
 	// chargeSQL writes a batch (migration 0016): see kyapi_charge.
 	chargeSQL = `SELECT stale, head_nos, head_positions FROM kyapi_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31)`
+		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
 )
 
 // commitUnderLock decides a batch's charges from the accounts' state read under their locks and
@@ -429,7 +429,7 @@ func (m *Meter) committed(ids []string, accounts map[string]*batchAccount, stale
 // totals, the claim chunks due, and the events.
 func (m *Meter) chargeArgs(ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) []any {
 	var nos, kNos, wNos []int32
-	var versions, wBalances, wCharged, wRC, wRD, wAfter []int64
+	var versions, wBalances, wCharged, wRC, wRD []int64
 	var kIDs, kStates []string
 	var kGraces []*time.Time
 	var wDays []*string
@@ -448,10 +448,10 @@ func (m *Meter) chargeArgs(ids []string, accounts map[string]*batchAccount, writ
 			}
 			wNos, wBalances = append(wNos, a.no), append(wBalances, a.balance)
 			wCharged, wRC, wRD = append(wCharged, a.t.charged), append(wRC, a.t.requestsCharged), append(wRD, a.t.requestsDeduplicated)
-			wDays, wAfter = append(wDays, day), append(wAfter, a.from.Position)
+			wDays = append(wDays, day)
 		}
 	}
-	args := []any{ids, nos, versions, kIDs, kNos, kStates, kGraces, wNos, wBalances, wCharged, wRC, wRD, wDays, wAfter}
+	args := []any{ids, nos, versions, kIDs, kNos, kStates, kGraces, wNos, wBalances, wCharged, wRC, wRD, wDays}
 	args = append(args, m.chunks(ids, accounts)...)
 	return append(args, writes.WriteArgs()...)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
@@ -180,4 +181,37 @@ func mustCharge(t *testing.T, s stack, hash domain.KeyHash, place string, credit
 		t.Fatalf("charge %s: %+v %v; want %d credits", place, res, err, credits)
 	}
 	return res
+}
+
+// The meter's write appends with kyapi_append's rules: every 256th event of a stream is marked
+// with its position and time, and balance-at finds the balance of any instant from the marks.
+func TestTheMetersWritesMarkEvery256thEventOfAStream(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	id, key := fundedAccount(t, s, 500) // events 1-3: opened, key issued, purchase
+	hash := domain.HashKey(key.APIKey)
+	for i := range 300 {
+		clk.Advance(time.Second)
+		mustCharge(t, s, hash, fmt.Sprint("p", i), 1)
+	}
+	var version, position int64
+	var at time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT m.version, m.position, m.recorded_at FROM stream_marks m
+		JOIN streams st USING (stream_no) WHERE st.stream_id = $1`, domain.AccountStream(id)).Scan(&version, &position, &at); err != nil {
+		t.Fatalf("the stream's mark: %v", err)
+	}
+	var eventPosition int64
+	var eventAt time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT e.position, e.recorded_at FROM events e JOIN streams st USING (stream_no)
+		WHERE st.stream_id = $1 AND e.version = 256`, domain.AccountStream(id)).Scan(&eventPosition, &eventAt); err != nil {
+		t.Fatal(err)
+	}
+	if version != 256 || position != eventPosition || !at.Equal(eventAt) {
+		t.Fatalf("mark %d at %d (%v); want version 256 at %d (%v)", version, position, at, eventPosition, eventAt)
+	}
+	// Event 256 is the 253rd charge: the balance just after it is 1000 - 253.
+	if b, err := s.views.BalanceAt(ctx, id, eventAt); err != nil || b != 747 {
+		t.Fatalf("balance at the marked event: %d %v; want 747", b, err)
+	}
+	auditClean(t, s.pool)
 }

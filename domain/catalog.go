@@ -26,6 +26,10 @@ const (
 	EventCalendarEventImported = "CalendarEventImported"
 )
 
+// CatalogEventTypes are the types of the catalog's events (town, place and calendar-event
+// streams).
+var CatalogEventTypes = []string{EventTownImported, EventPlaceImported, EventCalendarEventImported}
+
 // TownStream, PlaceStream and CalendarEventStream name the stream of one catalog record.
 func TownStream(slug string) string        { return "town-" + slug }
 func PlaceStream(placeID string) string    { return "place-" + placeID }

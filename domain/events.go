@@ -19,6 +19,11 @@ const (
 	EventRateLimitSet        = "RateLimitSet"
 )
 
+// AccountEventTypes are all the types of an account stream's events: what the account read
+// models read (a projection reads only the types it lists).
+var AccountEventTypes = []string{EventAccountOpened, EventKeyIssued, EventKeyRevoked, EventCreditsPurchased,
+	EventBonusGranted, EventRequestCharged, EventRequestDeduplicated, EventRateLimitSet}
+
 // AccountStream is the stream holding an account's facts.
 func AccountStream(accountID string) string { return "account-" + accountID }
 

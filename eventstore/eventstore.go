@@ -47,6 +47,7 @@ type Event struct {
 	Position   int64
 	TxID       uint64
 	StreamID   string
+	StreamNo   int32 // the stream's number, where the read says it (ReadRangeOf)
 	Version    int64
 	Type       string
 	Payload    json.RawMessage

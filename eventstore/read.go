@@ -3,8 +3,12 @@ package eventstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,39 +141,115 @@ func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end P
 	return end, n, err
 }
 
-// ReadRange returns the events in (after, upto] in global order. upto must come from
-// NextBatch, so that the range is closed: no transaction can add to it any more.
+// ReadRange returns the events in (after, upto] in global order (see ReadRangeOf). upto must
+// come from NextBatch, so that the range is closed: no transaction can add to it any more.
 func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
-	return ReadRangeOf(ctx, q, after, upto)
+	return ReadRangeOf(ctx, q, nil, after, upto)
 }
 
 // RangeSQL is ReadRangeOf's statement: $1, $2 the position after which the range starts
-// (transaction id as text, position), $3, $4 its last one, $5 the stream-id prefixes (none:
-// every stream). Exported so that a test can EXPLAIN what the projections run.
+// (transaction id as text, position), $3, $4 its last one, $5 the event types to read (none:
+// every type). Exported so that a test can EXPLAIN what the projections run.
 //
 // The BETWEEN on transaction_id alone says nothing the row comparisons do not; it is there
 // for the planner, which cannot estimate a row comparison and took a range in the middle of
 // the store for a third of it: every batch of a rebuild scanned the whole partition.
-const RangeSQL = `SELECT ` + eventColumns + fromEventsByKey + `
+const RangeSQL = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream_no, e.version, e.type, e.payload, e.recorded_at
+		FROM events e
 		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
 		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
 		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8
-		  AND (cardinality($5::text[]) = 0 OR s.stream_id ^@ ANY ($5::text[]))
+		  AND (cardinality($5::text[]) = 0 OR e.type = ANY ($5::text[]))
 		ORDER BY e.transaction_id, e.position`
 
-// ReadRangeOf is ReadRange restricted to the streams whose id starts with one of
-// streamPrefixes (none: every stream). A projection that reads only account streams then
-// never loads the catalog's large payloads, and the catalog's never loads the charges.
-func ReadRangeOf(ctx context.Context, q Querier, after, upto Position, streamPrefixes ...string) ([]Event, error) {
-	if streamPrefixes == nil {
-		streamPrefixes = []string{}
+// ReadRangeOf returns the events in (after, upto] in global order whose type is one of types
+// (none: every type), for projections: what an event says, not how it is kept — no hash and no
+// metadata. A projection of the accounts never loads the catalog's large payloads, and the
+// catalog's never loads the charges. Each event's stream id comes from names, a cache of the
+// database's stream numbers (nil: read for the range), so a range of thousands of charges costs
+// no lookup per event.
+func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto Position, types ...string) ([]Event, error) {
+	if types == nil {
+		types = []string{}
 	}
 	rows, err := q.Query(ctx, RangeSQL,
-		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, streamPrefixes)
+		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, types)
 	if err != nil {
 		return nil, err
 	}
-	return scanEvents(rows)
+	var out []Event
+	var e Event
+	var tx string
+	var payload []byte // a new slice for every row
+	if _, err := pgx.ForEachRow(rows, []any{&e.Position, &tx, &e.StreamNo, &e.Version, &e.Type, &payload, &e.RecordedAt}, func() error {
+		var err error
+		if e.TxID, err = strconv.ParseUint(tx, 10, 64); err != nil {
+			return err
+		}
+		e.Payload = payload
+		e.RecordedAt = e.RecordedAt.UTC()
+		out = append(out, e)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if names == nil {
+		names = NewStreamNames()
+	}
+	return out, names.resolve(ctx, q, out)
+}
+
+// StreamNames holds the ids of one database's streams by number. A stream's id never changes,
+// so an entry is never stale; the cache starts over past maxStreamNames.
+type StreamNames struct {
+	mu  sync.Mutex
+	ids map[int32]string
+}
+
+// NewStreamNames returns an empty cache, for one database.
+func NewStreamNames() *StreamNames { return &StreamNames{ids: map[int32]string{}} }
+
+const maxStreamNames = 2_000_000
+
+// resolve sets the StreamID of every event, reading the numbers it does not hold in one query.
+func (c *StreamNames) resolve(ctx context.Context, q Querier, events []Event) error {
+	var missing []int32
+	c.mu.Lock()
+	for i := range events {
+		if id, ok := c.ids[events[i].StreamNo]; ok {
+			events[i].StreamID = id
+		} else if !slices.Contains(missing, events[i].StreamNo) {
+			missing = append(missing, events[i].StreamNo)
+		}
+	}
+	c.mu.Unlock()
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `SELECT stream_no, stream_id FROM streams WHERE stream_no = ANY($1)`, missing)
+	if err != nil {
+		return err
+	}
+	found := make(map[int32]string, len(missing))
+	var no int32
+	var id string
+	if _, err := pgx.ForEachRow(rows, []any{&no, &id}, func() error { found[no] = id; return nil }); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ids)+len(found) > maxStreamNames {
+		clear(c.ids)
+	}
+	maps.Copy(c.ids, found)
+	for i := range events {
+		if events[i].StreamID == "" {
+			if events[i].StreamID = found[events[i].StreamNo]; events[i].StreamID == "" {
+				return fmt.Errorf("eventstore: event %d names stream %d, which does not exist", events[i].Position, events[i].StreamNo)
+			}
+		}
+	}
+	return nil
 }
 
 // GlobalHead returns the position of the newest committed event. A reader that has passed it

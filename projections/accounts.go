@@ -15,9 +15,6 @@ import (
 	"github.com/kyapi/kyapi/eventstore"
 )
 
-// accountStreams is the stream-id prefix of every account's stream (domain.AccountStream).
-var accountStreams = []string{domain.AccountStream("")}
-
 // accountFact is an account event as the account projections read it.
 type accountFact struct {
 	accountID  string
@@ -43,12 +40,27 @@ func accountFacts(events []eventstore.Event) ([]accountFact, error) {
 	return out, nil
 }
 
+// factsApplier is an account read model that applies decoded account facts: a Group of them
+// decodes each range once for all of them.
+type factsApplier interface {
+	applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) error
+}
+
+// applyDecoded applies events to an account read model, decoding them first.
+func applyDecoded(ctx context.Context, tx pgx.Tx, m factsApplier, events []eventstore.Event) error {
+	facts, err := accountFacts(events)
+	if err != nil {
+		return err
+	}
+	return m.applyFacts(ctx, tx, facts)
+}
+
 // Balances keeps each account's balance (version-guarded: a later version that arrives first
 // is kept) and its totals (sums, so commutative). The audit compares both with the write model.
 type Balances struct{}
 
-func (Balances) Name() string             { return "balances" }
-func (Balances) StreamPrefixes() []string { return accountStreams }
+func (Balances) Name() string         { return "balances" }
+func (Balances) EventTypes() []string { return domain.AccountEventTypes }
 
 // accountSums are the totals one batch adds to an account.
 type accountSums struct {
@@ -63,11 +75,11 @@ func (s *accountSums) add(f accountFact) {
 	s.AccountTotals.Add(f.AccountFact)
 }
 
-func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	facts, err := accountFacts(events)
-	if err != nil {
-		return err
-	}
+func (b Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return applyDecoded(ctx, tx, b, events)
+}
+
+func (Balances) applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) error {
 	sums := map[string]*accountSums{}
 	var ids []string
 	for _, f := range facts {
@@ -93,7 +105,7 @@ func (Balances) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event)
 			cols[j][i] = v
 		}
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO rm_balances AS r (account_id, balance, version, purchased_credits, bonus_credits,
+	_, err := tx.Exec(ctx, `INSERT INTO rm_balances AS r (account_id, balance, version, purchased_credits, bonus_credits,
 			charged_credits, requests_charged, requests_deduplicated)
 		SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[])
 		ON CONFLICT (account_id) DO UPDATE SET
@@ -119,8 +131,8 @@ func (Balances) Reset(ctx context.Context, tx pgx.Tx) error {
 // balance is version-guarded, so events may arrive in any order.
 type AccountDays struct{}
 
-func (AccountDays) Name() string             { return "account_days" }
-func (AccountDays) StreamPrefixes() []string { return accountStreams }
+func (AccountDays) Name() string         { return "account_days" }
+func (AccountDays) EventTypes() []string { return domain.AccountEventTypes }
 
 // dayKey is one row of rm_account_days.
 type dayKey struct{ account, day, kind string }
@@ -130,11 +142,11 @@ type daySums struct {
 	version, balanceAfter int64 // on the "" row: the day's newest event and its balance_after
 }
 
-func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
-	facts, err := accountFacts(events)
-	if err != nil {
-		return err
-	}
+func (d AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return applyDecoded(ctx, tx, d, events)
+}
+
+func (AccountDays) applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) error {
 	sums := map[dayKey]*daySums{}
 	var keys []dayKey
 	get := func(k dayKey) *daySums {
@@ -174,7 +186,7 @@ func (AccountDays) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Eve
 			cols[j][i] = v
 		}
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO rm_account_days AS r (account_id, day, kind, count, rows_paid, rows_deduplicated,
+	_, err := tx.Exec(ctx, `INSERT INTO rm_account_days AS r (account_id, day, kind, count, rows_paid, rows_deduplicated,
 			credits, cents, version, balance_after)
 		SELECT a, d::date, k, c, rp, rd, cr, ce, v, b
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[],
@@ -200,23 +212,20 @@ func (AccountDays) Reset(ctx context.Context, tx pgx.Tx) error {
 // charged or deduplicated: the input of trending.
 type Usage struct{}
 
-func (Usage) Name() string             { return "usage" }
-func (Usage) StreamPrefixes() []string { return accountStreams }
+func (Usage) Name() string         { return "usage" }
+func (Usage) EventTypes() []string { return domain.AccountEventTypes }
 
-func (Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+func (u Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	return applyDecoded(ctx, tx, u, events)
+}
+
+func (Usage) applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) error {
 	counts := map[[2]string]int64{}
-	for _, e := range events {
-		if e.Type != domain.EventRequestCharged && e.Type != domain.EventRequestDeduplicated || domain.AccountOfStream(e.StreamID) == "" {
+	for _, f := range facts {
+		if !f.Metered() || !f.Operation.UsageCounted() {
 			continue
 		}
-		f, err := domain.DecodeAccountFact(e.Type, e.Payload)
-		if err != nil {
-			return fmt.Errorf("event %d: %w", e.Position, err)
-		}
-		if !f.Operation.UsageCounted() {
-			continue
-		}
-		day := domain.Day(e.RecordedAt)
+		day := domain.Day(f.recordedAt)
 		for _, r := range append(f.Paid, f.Deduplicated...) {
 			if id := domain.PlaceOfResource(r); id != "" {
 				counts[[2]string{day, id}]++

@@ -27,11 +27,9 @@ type Catalog struct {
 // Name identifies the projection's checkpoint.
 func (Catalog) Name() string { return "catalog" }
 
-// StreamPrefixes are the catalog's streams (domain.TownStream, PlaceStream and
-// CalendarEventStream): the charges that make up most of the store are never read.
-func (Catalog) StreamPrefixes() []string {
-	return []string{domain.TownStream(""), domain.PlaceStream(""), domain.CalendarEventStream("")}
-}
+// EventTypes are the catalog's imports: the charges that make up most of the store are never
+// read.
+func (Catalog) EventTypes() []string { return domain.CatalogEventTypes }
 
 // catalogChunk bounds the rows of one upsert statement. Places are several kB each: in
 // larger chunks encoding the statement's arrays costs more than the statement.

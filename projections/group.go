@@ -60,17 +60,17 @@ func (g Group) Handle(ctx context.Context, from, to eventstore.Position) error {
 	return g.handle(ctx, from, to, nil)
 }
 
-// streamPrefixes are the members' streams, together; nil (every stream) if one reads all.
-func (g Group) streamPrefixes() []string {
+// eventTypes are the members' event types, together; nil (every type) if one reads all.
+func (g Group) eventTypes() []string {
 	var all []string
 	for _, m := range g.Members {
-		ps := SQL{Applier: m}.streamPrefixes()
-		if ps == nil {
+		ts := SQL{Applier: m}.eventTypes()
+		if ts == nil {
 			return nil
 		}
-		for _, p := range ps {
-			if !slices.Contains(all, p) {
-				all = append(all, p)
+		for _, t := range ts {
+			if !slices.Contains(all, t) {
+				all = append(all, t)
 			}
 		}
 	}
@@ -114,19 +114,31 @@ func (g Group) handle(ctx context.Context, from, to eventstore.Position, events 
 		if first != from {
 			return errCheckpointMoved
 		}
-		read := g.streamPrefixes()
+		read := g.eventTypes()
 		if events == nil {
 			var err error
-			if events, err = eventstore.ReadRangeOf(ctx, tx, from, to, read...); err != nil {
+			if events, err = eventstore.ReadRangeOf(ctx, tx, streamNames(g.Pool), from, to, read...); err != nil {
 				return err
 			}
 		}
+		var facts []accountFact // the range's account facts, decoded once for every member that reads them all
 		for i, m := range members {
 			if !ats[i].Less(to) {
 				continue
 			}
-			evs := memberEvents(events, from, ats[i], SQL{Applier: m}.streamPrefixes(), read)
-			if err := m.Apply(ctx, tx, evs); err != nil {
+			evs, all := memberEvents(events, from, ats[i], SQL{Applier: m}.eventTypes(), read)
+			var err error
+			if fa, ok := m.(factsApplier); ok && all {
+				if facts == nil {
+					if facts, err = accountFacts(events); err != nil {
+						return fmt.Errorf("projection %s: %w", m.Name(), err)
+					}
+				}
+				err = fa.applyFacts(ctx, tx, facts)
+			} else {
+				err = m.Apply(ctx, tx, evs)
+			}
+			if err != nil {
 				return fmt.Errorf("projection %s: %w", m.Name(), err)
 			}
 			if err := writeCheckpoint(ctx, tx, m.Name(), to); err != nil {
@@ -138,17 +150,17 @@ func (g Group) handle(ctx context.Context, from, to eventstore.Position, events 
 }
 
 // memberEvents are the events of (from, to] a member has still to apply: those after its
-// checkpoint, of its streams (nil prefixes: all). Usually that is every event read: the member
-// is at from and reads the group's streams.
-func memberEvents(events []eventstore.Event, from, after eventstore.Position, prefixes, read []string) []eventstore.Event {
-	if after == from && slices.Equal(prefixes, read) {
-		return events
+// checkpoint, of its types (nil: all). Usually that is every event read (all): the member is at
+// from and reads the group's types.
+func memberEvents(events []eventstore.Event, from, after eventstore.Position, types, read []string) (evs []eventstore.Event, all bool) {
+	if after == from && slices.Equal(types, read) {
+		return events, true
 	}
 	out := make([]eventstore.Event, 0, len(events))
 	for _, e := range events {
-		if after.Less(e.At()) && (prefixes == nil || slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(e.StreamID, p) })) {
+		if after.Less(e.At()) && (types == nil || slices.Contains(types, e.Type)) {
 			out = append(out, e)
 		}
 	}
-	return out
+	return out, false
 }

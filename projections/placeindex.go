@@ -25,9 +25,8 @@ func (PlaceIndex) Name() string { return "placeindex" }
 // start's peak RSS (150,000 places: 266 MB, not 525) at the same speed.
 func (PlaceIndex) MaxBatch() int { return 1000 }
 
-// placeStreams is the stream-id prefix of places (domain.PlaceStream): the index reads
-// nothing else.
-var placeStreams = domain.PlaceStream("")
+// placeTypes are the events the index reads: nothing but places.
+var placeTypes = []string{domain.EventPlaceImported}
 
 func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error) {
 	s, err := p.Index.Checkpoint(ctx)
@@ -43,7 +42,7 @@ func (p PlaceIndex) Handle(ctx context.Context, from, to eventstore.Position) er
 	return p.handleRead(ctx, from, to, nil)
 }
 
-func (PlaceIndex) streamPrefixes() []string { return []string{placeStreams} }
+func (PlaceIndex) eventTypes() []string { return placeTypes }
 
 // handleRead applies (from, to]; events are the range's, read ahead, or nil to read them here.
 func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error {
@@ -58,7 +57,7 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 		return errCheckpointMoved
 	}
 	if events == nil {
-		if events, err = eventstore.ReadRangeOf(ctx, p.Pool, from, to, placeStreams); err != nil {
+		if events, err = eventstore.ReadRangeOf(ctx, p.Pool, streamNames(p.Pool), from, to, placeTypes...); err != nil {
 			return err
 		}
 	}
@@ -77,7 +76,7 @@ func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(appl
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var at eventstore.Position
-		for r := range prefetch(ctx, p.Pool, at, batchSize, p.streamPrefixes(), eventstore.Position{}) {
+		for r := range prefetch(ctx, p.Pool, at, batchSize, p.eventTypes(), eventstore.Position{}) {
 			if r.err != nil {
 				return r.err
 			}

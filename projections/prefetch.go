@@ -10,7 +10,7 @@ import (
 )
 
 // readAhead is one range of the global order read ahead of its projection: the events in
-// (from, to] of the streams the projection reads, n positions in all.
+// (from, to] of the types the projection reads, n positions in all.
 type readAhead struct {
 	from, to eventstore.Position
 	n        int
@@ -22,8 +22,8 @@ type readAhead struct {
 // outside its own transaction. Events are immutable and a range from NextBatch is closed, so
 // reading them earlier reads the same events.
 type prefetchedHandler interface {
-	// streamPrefixes are the streams the projection reads (none: every stream).
-	streamPrefixes() []string
+	// eventTypes are the events the projection reads (none: every type).
+	eventTypes() []string
 	handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error
 }
 
@@ -34,7 +34,7 @@ type prefetchedHandler interface {
 // ending at or past until (the zero Position: after the first empty read, the end of the
 // store), on the first error (sent as the last range), or when ctx ends. A range whose events
 // are committed but not yet visible is waited for, as CatchUp does.
-func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position, batchSize int, prefixes []string, until eventstore.Position) <-chan readAhead {
+func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position, batchSize int, types []string, until eventstore.Position) <-chan readAhead {
 	out := make(chan readAhead, 1)
 	go func() {
 		defer close(out)
@@ -64,7 +64,7 @@ func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position,
 				}
 				continue
 			}
-			events, err := eventstore.ReadRangeOf(ctx, pool, at, end, prefixes...)
+			events, err := eventstore.ReadRangeOf(ctx, pool, streamNames(pool), at, end, types...)
 			if !send(readAhead{from: at, to: end, n: n, events: events, err: err}) {
 				return
 			}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,10 +39,10 @@ type SQLApplier interface {
 	Reset(ctx context.Context, tx pgx.Tx) error
 }
 
-// StreamFilter is implemented by appliers that only read the streams whose id starts with one
-// of a few prefixes ("account-"): their ranges are read without the other streams' events.
-type StreamFilter interface {
-	StreamPrefixes() []string
+// TypeFilter is implemented by appliers that only read events of a few types (the account
+// events, say): their ranges are read without the others, such as the catalog's large payloads.
+type TypeFilter interface {
+	EventTypes() []string
 }
 
 // errCheckpointMoved means the stored checkpoint is not where the range starts: another
@@ -94,9 +95,9 @@ func (p SQL) Handle(ctx context.Context, from, to eventstore.Position) error {
 	return p.handle(ctx, from, to, nil)
 }
 
-func (p SQL) streamPrefixes() []string {
-	if f, ok := p.Applier.(StreamFilter); ok {
-		return f.StreamPrefixes()
+func (p SQL) eventTypes() []string {
+	if f, ok := p.Applier.(TypeFilter); ok {
+		return f.EventTypes()
 	}
 	return nil
 }
@@ -123,4 +124,16 @@ func (p SQL) Reset(ctx context.Context) error {
 		}
 		return writeCheckpoint(ctx, tx, p.Name(), eventstore.Position{})
 	})
+}
+
+// names holds, per pool (one database each), the cache of stream ids the projections' range
+// reads resolve stream numbers with (eventstore.StreamNames).
+var names sync.Map // *pgxpool.Pool → *eventstore.StreamNames
+
+func streamNames(pool *pgxpool.Pool) *eventstore.StreamNames {
+	if n, ok := names.Load(pool); ok {
+		return n.(*eventstore.StreamNames)
+	}
+	n, _ := names.LoadOrStore(pool, eventstore.NewStreamNames())
+	return n.(*eventstore.StreamNames)
 }

@@ -168,7 +168,7 @@ func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize in
 	if h, ok := p.(prefetchedHandler); ok && at.Less(head) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		for r := range prefetch(ctx, pool, at, batchSize, h.streamPrefixes(), head) {
+		for r := range prefetch(ctx, pool, at, batchSize, h.eventTypes(), head) {
 			if r.err != nil {
 				return total, r.err
 			}

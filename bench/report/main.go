@@ -421,7 +421,7 @@ func (r *report) rebuild() {
 		catalog := kinds["town"] + kinds["place"] + kinds["event"]
 		r.p("Of the store's events, %s are the catalog's (towns, places, calendar events) and %s the accounts'.",
 			thousands(float64(catalog)), thousands(float64(kinds["account"])))
-		r.p("Each projection passes over every position but reads only its own streams (`StreamPrefixes`):")
+		r.p("Each projection passes over every position but reads only its own event types (`EventTypes`):")
 		r.p("the account projections' cost follows the charges, the catalog's and the place index's the %s", thousands(float64(catalog)))
 		r.p("catalog records (the place index only the %s places), whatever the charges around them.", thousands(float64(kinds["place"])))
 		r.p("")
