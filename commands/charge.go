@@ -213,7 +213,7 @@ const (
 	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
 	// chargeSQL writes a batch (migration 0016): see kyapi_charge.
 	chargeSQL = `SELECT stale, head_nos, head_positions FROM kyapi_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
-		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30)`
+		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`
 )
 
 // commitUnderLock decides a batch's charges from the accounts' state read under their locks and
@@ -451,9 +451,9 @@ func (m *Meter) chargeArgs(ids []string, accounts map[string]*batchAccount, writ
 			wDays = append(wDays, day)
 		}
 	}
-	args := []any{ids, nos, versions, kIDs, kNos, kStates, kGraces, wNos, wBalances, wCharged, wRC, wRD, wDays}
+	args := []any{nos, versions, kIDs, kNos, kStates, kGraces, wNos, wBalances, wCharged, wRC, wRD, wDays}
 	args = append(args, m.chunks(ids, accounts)...)
-	return append(args, writes.WriteArgs()...)
+	return append(args, writes.EventArgs()...)
 }
 
 // leave rolls back whatever transaction is open on pc (a broken connection is discarded) and

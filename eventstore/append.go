@@ -176,6 +176,19 @@ const WriteSQL = `SELECT kyapi_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $
 
 // WriteArgs are the arguments of WriteSQL for this batch.
 func (b *Batch) WriteArgs() []any {
+	return append(b.headArgs(), b.EventArgs()...)
+}
+
+// EventArgs are the batch's events as arrays, in order: stream numbers, versions, times, types,
+// hashes, payloads and metadata (WriteSQL's last seven arguments; a statement that appends
+// otherwise, kyapi_charge, derives each stream's new head from its last event).
+func (b *Batch) EventArgs() []any {
+	return []any{b.evStreams, b.evVersions, b.evAts, b.evTypes, b.evHashes, b.evPayloads, b.evMetadata}
+}
+
+// headArgs are the heads the batch moves: stream numbers, the versions they were read at, and
+// the new versions, hashes and times.
+func (b *Batch) headArgs() []any {
 	n := len(b.order)
 	nos, expected, versions, ats := make([]int32, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
 	hashes := make([][]byte, n)
@@ -184,8 +197,7 @@ func (b *Batch) WriteArgs() []any {
 		nos[i], expected[i], versions[i], ats[i] = no, bh.expected, bh.head.Version, bh.head.At
 		hashes[i] = slices.Clone(bh.head.Hash[:])
 	}
-	return []any{nos, expected, versions, hashes, ats,
-		b.evStreams, b.evVersions, b.evAts, b.evTypes, b.evHashes, b.evPayloads, b.evMetadata}
+	return []any{nos, expected, versions, hashes, ats}
 }
 
 // Written reports, for every stream the batch appends to, whether the batch's first event for

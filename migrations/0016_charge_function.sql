@@ -23,7 +23,7 @@
 -- two statements, not eight. The two must stay in step (eventstore tests both).
 CREATE FUNCTION kyapi_charge(
     -- every account of the batch: its stream and the head version its decisions started from
-    a_ids text[], a_nos integer[], a_versions bigint[],
+    a_nos integer[], a_versions bigint[],
     -- every key used, as the decisions took it: the stream of its account, state, grace end
     k_ids text[], k_nos integer[], k_states text[], k_graces timestamptz[],
     -- the accounts written: new balance, totals to add; for an account whose charges are its
@@ -32,8 +32,7 @@ CREATE FUNCTION kyapi_charge(
     w_deduplicated_requests bigint[], w_days date[],
     -- claim chunks to save (migration 0015)
     c_nos integer[], c_days date[], c_through bigint[], c_positions bigint[], c_hashes bytea[],
-    -- the append, as kyapi_append takes it
-    p_streams integer[], p_expected bigint[], p_versions bigint[], p_hashes bytea[], p_ats timestamptz[],
+    -- the events, in order, as kyapi_append takes them (each stream's new head is its last)
     e_streams integer[], e_versions bigint[], e_ats timestamptz[], e_types text[], e_hashes bytea[],
     e_payloads text[], e_metadata text[])
 RETURNS TABLE (stale integer[], head_nos integer[], head_positions bigint[])
@@ -47,7 +46,7 @@ DECLARE
 BEGIN
     -- Locking the rows also gives the transaction its id, before any position is taken
     -- (eventstore.SettledPosition relies on that order).
-    PERFORM 1 FROM accounts WHERE account_id = ANY(a_ids) ORDER BY account_id FOR UPDATE;
+    PERFORM 1 FROM accounts WHERE stream_no = ANY(a_nos) ORDER BY account_id FOR UPDATE;
 
     WITH bad AS (
         SELECT u.no FROM unnest(a_nos, a_versions) AS u(no, version)
@@ -68,12 +67,14 @@ BEGIN
     marks AS (
         INSERT INTO stream_marks (stream_no, version, position, recorded_at)
         SELECT stream_no, version, position, recorded_at FROM ins WHERE version % 256 = 0),
-    newest AS (SELECT stream_no, max(position) AS position FROM ins GROUP BY stream_no),
+    newest AS (SELECT DISTINCT ON (stream_no) stream_no, version, position, recorded_at
+        FROM ins ORDER BY stream_no, version DESC),
     heads AS (
-        UPDATE streams s SET version = u.v, head_hash = u.h, head_at = u.t, head_position = newest.position
-        FROM unnest(p_streams, p_expected, p_versions, p_hashes, p_ats) AS u(no, expected, v, h, t)
-            JOIN newest ON newest.stream_no = u.no
-        WHERE s.stream_no = u.no AND s.version = u.expected
+        UPDATE streams s SET version = n.version, head_hash = e.h, head_at = n.recorded_at, head_position = n.position
+        FROM newest n
+            JOIN unnest(a_nos, a_versions) AS a(no, expected) ON a.no = n.stream_no
+            JOIN unnest(e_streams, e_versions, e_hashes) AS e(no, v, h) ON e.no = n.stream_no AND e.v = n.version
+        WHERE s.stream_no = n.stream_no AND s.version = a.expected
         RETURNING s.stream_no, s.head_position),
     written AS (
         -- claims_day and claims_from say where the account's claims of its newest charging day
@@ -96,9 +97,10 @@ BEGIN
       INTO stale, head_nos, head_positions, moved
       FROM heads h;
 
-    IF moved <> (SELECT count(*) FROM unnest(p_streams) AS p(no) WHERE p.no <> ALL(stale)) THEN
-        RAISE EXCEPTION 'stream version conflict: % of % stream heads were at the expected version',
-            moved, cardinality(p_streams) - cardinality(stale) USING ERRCODE = 'KY001';
+    IF moved <> (SELECT count(DISTINCT e.no) FROM unnest(e_streams) AS e(no) WHERE e.no <> ALL(stale)) THEN
+        RAISE EXCEPTION 'stream version conflict: % stream heads were not at the expected version',
+            (SELECT count(DISTINCT e.no) FROM unnest(e_streams) AS e(no) WHERE e.no <> ALL(stale)) - moved
+            USING ERRCODE = 'KY001';
     END IF;
     RETURN NEXT;
 END $$;
