@@ -213,7 +213,10 @@ func (AccountDays) Reset(ctx context.Context, tx pgx.Tx) error {
 type Usage struct{}
 
 func (Usage) Name() string         { return "usage" }
-func (Usage) EventTypes() []string { return domain.AccountEventTypes }
+// EventTypes are the metered requests: usage counts nothing else.
+func (Usage) EventTypes() []string {
+	return []string{domain.EventRequestCharged, domain.EventRequestDeduplicated}
+}
 
 func (u Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
 	return applyDecoded(ctx, tx, u, events)

@@ -121,22 +121,22 @@ func (g Group) handle(ctx context.Context, from, to eventstore.Position, events 
 				return err
 			}
 		}
-		var facts []accountFact // the range's account facts, decoded once for every member that reads them all
+		var facts []accountFact // the range's account facts, decoded once for the members at from
 		for i, m := range members {
 			if !ats[i].Less(to) {
 				continue
 			}
-			evs, all := memberEvents(events, from, ats[i], SQL{Applier: m}.eventTypes(), read)
+			types := SQL{Applier: m}.eventTypes()
 			var err error
-			if fa, ok := m.(factsApplier); ok && all {
+			if fa, ok := m.(factsApplier); ok && ats[i] == from {
 				if facts == nil {
 					if facts, err = accountFacts(events); err != nil {
 						return fmt.Errorf("projection %s: %w", m.Name(), err)
 					}
 				}
-				err = fa.applyFacts(ctx, tx, facts)
+				err = fa.applyFacts(ctx, tx, factsOf(facts, types, read))
 			} else {
-				err = m.Apply(ctx, tx, evs)
+				err = m.Apply(ctx, tx, memberEvents(events, from, ats[i], types, read))
 			}
 			if err != nil {
 				return fmt.Errorf("projection %s: %w", m.Name(), err)
@@ -150,11 +150,11 @@ func (g Group) handle(ctx context.Context, from, to eventstore.Position, events 
 }
 
 // memberEvents are the events of (from, to] a member has still to apply: those after its
-// checkpoint, of its types (nil: all). Usually that is every event read (all): the member is at
-// from and reads the group's types.
-func memberEvents(events []eventstore.Event, from, after eventstore.Position, types, read []string) (evs []eventstore.Event, all bool) {
+// checkpoint, of its types (nil: all). Usually that is every event read: the member is at from
+// and reads the group's types.
+func memberEvents(events []eventstore.Event, from, after eventstore.Position, types, read []string) []eventstore.Event {
 	if after == from && slices.Equal(types, read) {
-		return events, true
+		return events
 	}
 	out := make([]eventstore.Event, 0, len(events))
 	for _, e := range events {
@@ -162,5 +162,19 @@ func memberEvents(events []eventstore.Event, from, after eventstore.Position, ty
 			out = append(out, e)
 		}
 	}
-	return out, false
+	return out
+}
+
+// factsOf are the facts of a member's types (nil: all), among facts of the types read.
+func factsOf(facts []accountFact, types, read []string) []accountFact {
+	if types == nil || slices.Equal(types, read) {
+		return facts
+	}
+	out := make([]accountFact, 0, len(facts))
+	for _, f := range facts {
+		if slices.Contains(types, f.Type) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
