@@ -35,9 +35,10 @@ type MeterOptions struct {
 	// MaxBatch bounds the charges sharing one transaction (default 1024). A worker takes every
 	// charge waiting, up to this, so batches grow with load.
 	MaxBatch int
-	// Workers is how many batches may be in flight at once (default 1), each on its own
+	// Workers is how many batches may be in flight at once (default 2), each on its own
 	// connection. An account's charges always go to the same worker (its lane), so a
-	// process's batches never wait for each other's account locks.
+	// process's batches never wait for each other's account locks; with two, one lane
+	// decides and encodes its batch while PostgreSQL writes the other's.
 	Workers int
 	// MaxClaims bounds the dedup claims the meter keeps in memory (default DefaultMaxClaims).
 	MaxClaims int
@@ -132,7 +133,7 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 		opts.MaxBatch = 1024
 	}
 	if opts.Workers <= 0 {
-		opts.Workers = 1
+		opts.Workers = 2
 	}
 	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool),
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}

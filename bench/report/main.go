@@ -515,7 +515,7 @@ func groupWiring() string {
 		return ""
 	}
 	if strings.Contains(string(b), "commands.NewMeter(") {
-		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit), one batch in flight per process."
+		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit), two batches in flight per process, on accounts apart."
 	}
 	return ""
 }
