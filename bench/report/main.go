@@ -398,12 +398,14 @@ func (r *report) rebuild() {
 	r.p("|---|---:|---:|---:|")
 	slowest := -1.0
 	slowestName := ""
+	seconds := map[string]float64{}
 	for line := range strings.Lines(r.text("rebuild.txt")) {
 		m := rebuildLine.FindStringSubmatch(strings.TrimSpace(line))
 		if m == nil {
 			continue
 		}
 		rate, _ := strconv.ParseFloat(m[4], 64)
+		seconds[m[1]], _ = strconv.ParseFloat(m[3], 64)
 		r.p("| %s | %s | %s | %s |", m[1], m[2], m[3], thousands(rate))
 		if slowest < 0 || rate < slowest {
 			slowest, slowestName = rate, m[1]
@@ -424,6 +426,15 @@ func (r *report) rebuild() {
 		r.p("Each projection passes over every position but reads only its own event types (`EventTypes`):")
 		r.p("the account projections' cost follows the charges, the catalog's and the place index's the %s", thousands(float64(catalog)))
 		r.p("catalog records (the place index only the %s places), whatever the charges around them.", thousands(float64(kinds["place"])))
+		if s, ok := seconds["catalog"]; ok && catalog > 0 {
+			r.p("The catalog took %.0f µs a record (decoding it, rendering each place's list row and detail with its", s*1e6/float64(catalog))
+			r.p("`field_trust`, upserting rows of several kB); ")
+		}
+		if s, ok := seconds["placeindex"]; ok && kinds["place"] > 0 {
+			r.p("the place index %.0f µs a place (the embedded index's analysis and segment writes).", s*1e6/float64(kinds["place"]))
+		}
+		r.p("What bounds both is that work per catalog record, not the reading of the store: their events/s")
+		r.p("rise with the share of charges in it.")
 		r.p("")
 	}
 	if slowest >= 0 {
