@@ -212,7 +212,8 @@ func (AccountDays) Reset(ctx context.Context, tx pgx.Tx) error {
 // charged or deduplicated: the input of trending.
 type Usage struct{}
 
-func (Usage) Name() string         { return "usage" }
+func (Usage) Name() string { return "usage" }
+
 // EventTypes are the metered requests: usage counts nothing else.
 func (Usage) EventTypes() []string {
 	return []string{domain.EventRequestCharged, domain.EventRequestDeduplicated}
