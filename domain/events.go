@@ -152,6 +152,16 @@ type accountEventJSON struct {
 
 // DecodeAccountFact reads an account event's payload.
 func DecodeAccountFact(typ string, payload []byte) (AccountFact, error) {
+	if typ == EventRequestCharged || typ == EventRequestDeduplicated {
+		if f, ok := decodeCompactFact(typ, payload); ok {
+			return f, nil
+		}
+	}
+	return decodeAccountFactJSON(typ, payload)
+}
+
+// decodeAccountFactJSON reads any account event's payload with encoding/json.
+func decodeAccountFactJSON(typ string, payload []byte) (AccountFact, error) {
 	var j accountEventJSON
 	if err := json.Unmarshal(payload, &j); err != nil {
 		return AccountFact{}, fmt.Errorf("%s payload: %w", typ, err)

@@ -177,7 +177,9 @@ func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto
 	if err != nil {
 		return nil, err
 	}
-	var out []Event
+	// Positions are handed out in nearly the order transactions commit, so the range holds
+	// about upto.Pos - after.Pos events: sized so, the slice is not copied as it grows.
+	out := make([]Event, 0, min(max(upto.Pos-after.Pos, 0), rangeCapHint))
 	var e Event
 	var tx string
 	var payload []byte // a new slice for every row
@@ -198,6 +200,9 @@ func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto
 	}
 	return out, names.resolve(ctx, q, out)
 }
+
+// rangeCapHint bounds the capacity ReadRangeOf reserves before it reads a row.
+const rangeCapHint = 1 << 15
 
 // StreamNames holds the ids of one database's streams by number. A stream's id never changes,
 // so an entry is never stale; the cache starts over past maxStreamNames.

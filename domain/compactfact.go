@@ -1,0 +1,206 @@
+package domain
+
+import "strconv"
+
+// decodeCompactFact reads the compact form of a metered event as the meter writes it
+// (RequestCharged's short names, both d and b present) without encoding/json: these are
+// nearly every event of the store, and every projection, audit and ledger read decodes them.
+// It accepts only plain JSON it can read exactly: keys of the compact form, each once;
+// integers without fraction or exponent; strings of printable ASCII without escapes; arrays
+// of such strings; whitespace anywhere JSON allows it. Anything else (another key, an escape,
+// a non-ASCII byte, null, a duplicate) returns ok false, and the caller decodes the payload
+// with encoding/json, which gives the same fact for every payload this accepts.
+func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
+	s := compactScanner{b: p}
+	if !s.byte('{') {
+		return f, false
+	}
+	f.Type = typ
+	var seen uint8
+	const (
+		seenK = 1 << iota
+		seenOp
+		seenPaid
+		seenDedup
+		seenOmitted
+		seenD
+		seenB
+	)
+	if s.peek() == '}' {
+		return f, false // no d and b: not the compact form
+	}
+	for {
+		key, ok := s.str()
+		if !ok || !s.byte(':') {
+			return f, false
+		}
+		var bit uint8
+		switch key {
+		case "k":
+			bit = seenK
+			n, ok := s.int()
+			if !ok || n != int64(int(n)) {
+				return f, false
+			}
+			f.KeyNo = int(n)
+		case "op":
+			bit = seenOp
+			v, ok := s.str()
+			if !ok {
+				return f, false
+			}
+			f.Operation = Operation(v)
+		case "paid":
+			bit = seenPaid
+			if f.Paid, ok = s.strs(); !ok {
+				return f, false
+			}
+		case "dedup":
+			bit = seenDedup
+			if f.Deduplicated, ok = s.strs(); !ok {
+				return f, false
+			}
+		case "omitted":
+			bit = seenOmitted
+			n, ok := s.int()
+			if !ok || n != int64(int(n)) {
+				return f, false
+			}
+			f.OmittedUnpaid = int(n)
+		case "d":
+			bit = seenD
+			if f.CreditsDelta, ok = s.int(); !ok {
+				return f, false
+			}
+		case "b":
+			bit = seenB
+			if f.BalanceAfter, ok = s.int(); !ok {
+				return f, false
+			}
+		default:
+			return f, false
+		}
+		if seen&bit != 0 {
+			return f, false
+		}
+		seen |= bit
+		switch s.next() {
+		case ',':
+			continue
+		case '}':
+			s.space()
+			if s.i != len(s.b) || seen&(seenD|seenB) != seenD|seenB {
+				return f, false
+			}
+			return f, true
+		default:
+			return f, false
+		}
+	}
+}
+
+// compactScanner reads the JSON decodeCompactFact accepts; every method skips the
+// whitespace before what it reads and reports false on anything else.
+type compactScanner struct {
+	b []byte
+	i int
+}
+
+func (s *compactScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+func (s *compactScanner) peek() byte {
+	s.space()
+	if s.i == len(s.b) {
+		return 0
+	}
+	return s.b[s.i]
+}
+
+func (s *compactScanner) next() byte {
+	c := s.peek()
+	if c != 0 {
+		s.i++
+	}
+	return c
+}
+
+func (s *compactScanner) byte(c byte) bool { return s.next() == c }
+
+// str reads a string of printable ASCII without escapes.
+func (s *compactScanner) str() (string, bool) {
+	if !s.byte('"') {
+		return "", false
+	}
+	start := s.i
+	for ; s.i < len(s.b); s.i++ {
+		switch c := s.b[s.i]; {
+		case c == '"':
+			v := string(s.b[start:s.i])
+			s.i++
+			return v, true
+		case c < 0x20 || c > 0x7e || c == '\\':
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// strs reads an array of str's strings; [] is an empty, not a nil, slice (as encoding/json).
+func (s *compactScanner) strs() ([]string, bool) {
+	if !s.byte('[') {
+		return nil, false
+	}
+	out := []string{}
+	if s.peek() == ']' {
+		s.i++
+		return out, true
+	}
+	for {
+		v, ok := s.str()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, v)
+		switch s.next() {
+		case ',':
+		case ']':
+			return out, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// int reads a JSON integer: an optional minus, then 0 or digits not starting with 0; no
+// fraction or exponent, and within int64.
+func (s *compactScanner) int() (int64, bool) {
+	s.space()
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := s.i
+	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
+		s.i++
+	}
+	if s.i == digits || s.b[digits] == '0' && s.i-digits > 1 {
+		return 0, false
+	}
+	if s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '.', 'e', 'E':
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
+	return n, err == nil
+}
