@@ -3,7 +3,9 @@ package domain
 import (
 	"encoding/json"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -150,7 +152,11 @@ func fieldTrustOf(field string, obs []Observation, value any, now time.Time) *Fi
 func normalizeObservedValue(field string, v any) string {
 	s, ok := v.(string)
 	if !ok {
-		b, err := json.Marshal(v) // maps marshal with sorted keys, so equal objects compare equal
+		// As JSON, maps with sorted keys, so equal objects compare equal.
+		if b, ok := appendJSONValue(nil, v); ok {
+			return string(b)
+		}
+		b, err := json.Marshal(v)
 		if err != nil {
 			return ""
 		}
@@ -175,4 +181,94 @@ func normalizeObservedValue(field string, v any) string {
 		return strings.TrimRight(s, "/")
 	}
 	return s
+}
+
+// appendJSONValue appends v as json.Marshal writes it, byte for byte, when v is made of what
+// decoding JSON into an any gives (nil, bool, float64, string, []any, map[string]any), without
+// its reflection: observed values are compared this way for every place a catalog projection
+// renders. ok is false for anything else, which the caller marshals with encoding/json.
+func appendJSONValue(b []byte, v any) (_ []byte, ok bool) {
+	switch v := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case bool:
+		return strconv.AppendBool(b, v), true
+	case float64:
+		return appendJSONFloat(b, v)
+	case string:
+		return appendJSONString(b, v), true
+	case []any:
+		b = append(b, '[')
+		for i, x := range v {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendJSONValue(b, x); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	case map[string]any:
+		var buf [16]string
+		keys := buf[:0]
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sortStrings(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(appendJSONString(b, k), ':')
+			if b, ok = appendJSONValue(b, v[k]); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	}
+	return b, false
+}
+
+// appendJSONFloat is encoding/json's float64 format: the shortest form that reads back,
+// in exponent form below 1e-6 and from 1e21, with a one-digit negative exponent unpadded.
+func appendJSONFloat(b []byte, f float64) ([]byte, bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return b, false
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if n := len(b); format == 'e' && n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+		b[n-2] = b[n-1]
+		b = b[:n-1]
+	}
+	return b, true
+}
+
+// appendJSONString quotes s as encoding/json does: plain printable ASCII as it is, anything
+// that needs escaping (quotes, backslashes, control characters, HTML's <, > and &, non-ASCII)
+// through encoding/json itself.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always marshals
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// sortStrings sorts the few keys of an observed object in place (an insertion sort: objects
+// of hours have seven keys, their ranges two).
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
 }
