@@ -224,7 +224,43 @@ func (u Usage) Apply(ctx context.Context, tx pgx.Tx, events []eventstore.Event) 
 }
 
 func (Usage) applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) error {
-	counts := map[[2]string]int64{}
+	c := usageCounts{}
+	c.add(facts)
+	return c.write(ctx, tx)
+}
+
+// usageBufferRows bounds the rows a rebuild of usage sums in memory before it writes them
+// (about 100 bytes each). A variable for the tests.
+var usageBufferRows = 500_000
+
+// rebuildBuffer sums a rebuild's ranges per day and place: a place requested on a day in
+// many ranges is written once, not once per range.
+func (Usage) rebuildBuffer() rangeBuffer { return &usageBuffer{counts: usageCounts{}} }
+
+type usageBuffer struct{ counts usageCounts }
+
+func (b *usageBuffer) add(ctx context.Context, tx pgx.Tx, events []eventstore.Event) error {
+	facts, err := accountFacts(events)
+	if err != nil {
+		return err
+	}
+	b.counts.add(facts)
+	if len(b.counts) < usageBufferRows {
+		return nil
+	}
+	return b.flush(ctx, tx)
+}
+
+func (b *usageBuffer) flush(ctx context.Context, tx pgx.Tx) error {
+	err := b.counts.write(ctx, tx)
+	b.counts = usageCounts{}
+	return err
+}
+
+// usageCounts are metered requests per UTC day and place.
+type usageCounts map[[2]string]int64
+
+func (c usageCounts) add(facts []accountFact) {
 	for _, f := range facts {
 		if !f.Metered() || !f.Operation.UsageCounted() {
 			continue
@@ -232,21 +268,25 @@ func (Usage) applyFacts(ctx context.Context, tx pgx.Tx, facts []accountFact) err
 		day := domain.Day(f.recordedAt)
 		for _, r := range append(f.Paid, f.Deduplicated...) {
 			if id := domain.PlaceOfResource(r); id != "" {
-				counts[[2]string{day, id}]++
+				c[[2]string{day, id}]++
 			}
 		}
 	}
-	if len(counts) == 0 {
+}
+
+// write adds the counts to rm_usage_daily.
+func (c usageCounts) write(ctx context.Context, tx pgx.Tx) error {
+	if len(c) == 0 {
 		return nil
 	}
 	// In key order: the rows land in the primary key's order, page after page, instead of
 	// at random (a map's order) all over it.
-	keys := slices.SortedFunc(maps.Keys(counts), func(a, b [2]string) int {
+	keys := slices.SortedFunc(maps.Keys(c), func(a, b [2]string) int {
 		return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1]))
 	})
 	days, places, n := make([]string, len(keys)), make([]string, len(keys)), make([]int64, len(keys))
 	for i, k := range keys {
-		days[i], places[i], n[i] = k[0], k[1], counts[k]
+		days[i], places[i], n[i] = k[0], k[1], c[k]
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO rm_usage_daily (day, place_id, requests)
 		SELECT d::date, p, c FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(d, p, c)

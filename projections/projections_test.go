@@ -391,3 +391,59 @@ func TestAGroupCarriesAMemberAheadOfTheOthersAndEndsEqualToARebuild(t *testing.T
 		t.Fatalf("read models of the group differ from a rebuild:\ngroup:   %v\nrebuilt: %v", grouped, rebuilt)
 	}
 }
+
+// A rebuild of usage runs in one transaction and sums its ranges in memory before writing
+// them (SQL.Rebuild): it must end exactly where applying the ranges one by one ends, whether
+// the rows fit its buffer or it writes them several times; and a rebuild that fails midway
+// must leave the read model and its checkpoint as they were.
+func TestARebuildOfUsageSumsRangesInMemoryAndEndsEqualToOneRangeAtATime(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	activity(t, store)
+	usage := projections.SQL{Pool: pool, Applier: projections.Usage{}}
+	if _, err := projections.CatchUp(bg, pool, usage, 5, nil); err != nil {
+		t.Fatal(err)
+	}
+	byRange := dump(t, pool)["rm_usage_daily"]
+	var total int64
+	for _, row := range byRange {
+		total += row[len(row)-1].(int64)
+	}
+	if total != 60 { // activity: 3 accounts, 20 paid place details each
+		t.Fatalf("applied range by range, usage counts %d requests, not 60: %v", total, byRange)
+	}
+	head, err := eventstore.GlobalHead(bg, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rows := range []int{0, 2} { // 0: the default, every row fits
+		if rows > 0 {
+			defer projections.SetUsageBufferRows(rows)()
+		}
+		n, err := usage.Rebuild(bg, 5, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total, _ := eventstore.TotalEvents(bg, pool); int64(n) != total {
+			t.Fatalf("buffer of %d rows: the rebuild passed over %d events of %d", rows, n, total)
+		}
+		if got := dump(t, pool)["rm_usage_daily"]; !reflect.DeepEqual(got, byRange) {
+			t.Fatalf("buffer of %d rows: rebuilt %v, range by range %v", rows, got, byRange)
+		}
+		if at, err := usage.Checkpoint(bg); err != nil || at != head {
+			t.Fatalf("buffer of %d rows: checkpoint %v (%v), head %v", rows, at, err, head)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	if _, err := usage.Rebuild(ctx, 5, func(int, eventstore.Position) { cancel() }); err == nil {
+		t.Fatal("a rebuild cancelled after its first range reported no error")
+	}
+	if got := dump(t, pool)["rm_usage_daily"]; !reflect.DeepEqual(got, byRange) {
+		t.Fatalf("a failed rebuild left %v, not %v", got, byRange)
+	}
+	if at, err := usage.Checkpoint(bg); err != nil || at != head {
+		t.Fatalf("a failed rebuild left the checkpoint at %v (%v), not %v", at, err, head)
+	}
+}

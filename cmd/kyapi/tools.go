@@ -81,11 +81,8 @@ func runRebuild(ctx context.Context, args []string) error {
 	}
 	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
-		if err := p.Reset(ctx); err != nil {
-			return err
-		}
 		start := time.Now()
-		n, err := projections.CatchUp(ctx, pool, p, *batch, progressBar(p.Name(), total, start))
+		n, err := p.Rebuild(ctx, *batch, progressBar(p.Name(), total, start))
 		if err != nil {
 			return err
 		}

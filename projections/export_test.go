@@ -1,0 +1,9 @@
+package projections
+
+// SetUsageBufferRows sets the rows a rebuild of usage sums before it writes them, until the
+// returned function puts the default back.
+func SetUsageBufferRows(n int) (restore func()) {
+	old := usageBufferRows
+	usageBufferRows = n
+	return func() { usageBufferRows = old }
+}
