@@ -677,6 +677,7 @@ func rangeReadPlans(t *testing.T, store *eventstore.Store, from, to eventstore.P
 type planNode struct {
 	NodeType string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
+	Index    string     `json:"Index Name"`
 	Rows     float64    `json:"Plan Rows"`
 	Plans    []planNode `json:"Plans"`
 }
@@ -692,6 +693,18 @@ func (n planNode) touches(relation string) bool {
 		}
 	}
 	return false
+}
+
+// indexes are the indexes the plan scans.
+func (n planNode) indexes() []string {
+	var out []string
+	if n.Index != "" {
+		out = append(out, n.Index)
+	}
+	for _, c := range n.Plans {
+		out = append(out, c.indexes()...)
+	}
+	return out
 }
 
 func (n planNode) scans(nodeType, relation string) bool {

@@ -141,6 +141,69 @@ func NextBatch(ctx context.Context, q Querier, after Position, limit int) (end P
 	return end, n, err
 }
 
+// DenseTypes are the event types that make up nearly all of a store: the metered requests.
+// The events_sparse index (migration 0017) holds every other event, so a reader that wants
+// none of these passes over none of them (NextBatchOf, ReadRangeOf).
+var DenseTypes = []string{"RequestCharged", "RequestDeduplicated"}
+
+// sparseSQL is the events_sparse index's predicate, written as the index is so that the
+// planner matches it.
+const sparseSQL = `e.type <> 'RequestCharged' AND e.type <> 'RequestDeduplicated'`
+
+// sparse reports whether a read of types can go through events_sparse: it names types, and
+// none of DenseTypes.
+func sparse(types []string) bool {
+	for _, t := range types {
+		if slices.Contains(DenseTypes, t) {
+			return false
+		}
+	}
+	return len(types) > 0
+}
+
+// NextBatchOf is NextBatch for a reader of types only (none: every type). When types are
+// sparse (none of DenseTypes), the range is found through events_sparse, passing over the
+// metered requests: it ends at the limit-th event of types after the position or, when there
+// are fewer, at the newest visible event of any type, so that the reader's checkpoint moves
+// past the charges too; n counts the events of types in it, and may be 0 for a range of
+// charges only. Nothing new is an end that is not after the position.
+func NextBatchOf(ctx context.Context, q Querier, after Position, limit int, types []string) (end Position, n int, err error) {
+	if !sparse(types) {
+		return NextBatch(ctx, q, after, limit)
+	}
+	if err := checkNotArchived(ctx, q, after); err != nil {
+		return after, 0, err
+	}
+	var tx string
+	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
+			SELECT e.transaction_id, e.position FROM events e
+			WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
+			  AND `+sparseSQL+` AND e.type = ANY ($4::text[])
+			ORDER BY e.transaction_id, e.position LIMIT $3) o
+		ORDER BY transaction_id DESC, position DESC LIMIT 1`,
+		strconv.FormatUint(after.TxID, 10), after.Pos, limit, types).Scan(&tx, &end.Pos, &n)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return after, 0, err
+	}
+	if n == limit {
+		end.TxID, err = strconv.ParseUint(tx, 10, 64)
+		return end, n, err
+	}
+	// Fewer than limit: the range runs to the newest visible event, whatever its type.
+	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position FROM events e
+		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
+		ORDER BY e.transaction_id DESC, e.position DESC LIMIT 1`,
+		strconv.FormatUint(after.TxID, 10), after.Pos).Scan(&tx, &end.Pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return after, 0, nil
+	}
+	if err != nil {
+		return after, 0, err
+	}
+	end.TxID, err = strconv.ParseUint(tx, 10, 64)
+	return end, n, err
+}
+
 // ReadRange returns the events in (after, upto] in global order (see ReadRangeOf). upto must
 // come from NextBatch, so that the range is closed: no transaction can add to it any more.
 func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, error) {
@@ -162,6 +225,16 @@ const RangeSQL = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream
 		  AND (cardinality($5::text[]) = 0 OR e.type = ANY ($5::text[]))
 		ORDER BY e.transaction_id, e.position`
 
+// SparseRangeSQL is RangeSQL for sparse types (none of DenseTypes): through events_sparse,
+// passing over the charges.
+const SparseRangeSQL = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream_no, e.version, e.type, e.payload, e.recorded_at
+		FROM events e
+		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
+		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
+		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8
+		  AND ` + sparseSQL + ` AND e.type = ANY ($5::text[])
+		ORDER BY e.transaction_id, e.position`
+
 // ReadRangeOf returns the events in (after, upto] in global order whose type is one of types
 // (none: every type), for projections: what an event says, not how it is kept — no hash and no
 // metadata. A projection of the accounts never loads the catalog's large payloads, and the
@@ -172,14 +245,22 @@ func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto
 	if types == nil {
 		types = []string{}
 	}
-	rows, err := q.Query(ctx, RangeSQL,
+	sql := RangeSQL
+	if sparse(types) {
+		sql = SparseRangeSQL
+	}
+	rows, err := q.Query(ctx, sql,
 		strconv.FormatUint(after.TxID, 10), after.Pos, strconv.FormatUint(upto.TxID, 10), upto.Pos, types)
 	if err != nil {
 		return nil, err
 	}
 	// Positions are handed out in nearly the order transactions commit, so the range holds
-	// about upto.Pos - after.Pos events: sized so, the slice is not copied as it grows.
-	out := make([]Event, 0, min(max(upto.Pos-after.Pos, 0), rangeCapHint))
+	// about upto.Pos - after.Pos events: sized so, the slice is not copied as it grows. (Not
+	// for a sparse read, whose range is mostly the charges it passes over.)
+	var out []Event
+	if sql == RangeSQL {
+		out = make([]Event, 0, min(max(upto.Pos-after.Pos, 0), rangeCapHint))
+	}
 	var e Event
 	var tx string
 	var payload []byte // a new slice for every row

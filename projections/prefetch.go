@@ -10,7 +10,8 @@ import (
 )
 
 // readAhead is one range of the global order read ahead of its projection: the events in
-// (from, to] of the types the projection reads, n positions in all.
+// (from, to] of the types the projection reads, and n as eventstore.NextBatchOf counts them
+// (every event of the range, or for a sparse reader the events of its types).
 type readAhead struct {
 	from, to eventstore.Position
 	n        int
@@ -25,6 +26,15 @@ type prefetchedHandler interface {
 	// eventTypes are the events the projection reads (none: every type).
 	eventTypes() []string
 	handleRead(ctx context.Context, from, to eventstore.Position, events []eventstore.Event) error
+}
+
+// readTypes are the event types p reads (none: every type). A projection that reads none of
+// the metered requests finds its ranges without passing over them (eventstore.NextBatchOf).
+func readTypes(p Projection) []string {
+	if h, ok := p.(prefetchedHandler); ok {
+		return h.eventTypes()
+	}
+	return nil
 }
 
 // prefetch reads the ranges after from, batchSize positions at most each, one range ahead of
@@ -48,12 +58,12 @@ func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position,
 		}
 		at := from
 		for {
-			end, n, err := eventstore.NextBatch(ctx, pool, at, batchSize)
+			end, n, err := eventstore.NextBatchOf(ctx, pool, at, batchSize, types)
 			if err != nil {
 				send(readAhead{err: err})
 				return
 			}
-			if n == 0 {
+			if !at.Less(end) {
 				if until == (eventstore.Position{}) {
 					return
 				}

@@ -10,8 +10,7 @@ import (
 )
 
 // Rebuild empties the read model and replays the store from position 0 up to the head it
-// finds at the start (kyapi rebuild). It returns the events passed over (every type, as
-// CatchUp counts them).
+// finds at the start (kyapi rebuild). It returns the events it counted, as CatchUp does.
 //
 // An applier whose ranges add to the same rows (usage: a row per place and UTC day, which
 // every range of charges touches again) is rebuilt in one transaction with its checkpoint,

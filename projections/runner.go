@@ -150,7 +150,9 @@ func batchFor(p Projection, n int) int {
 }
 
 // CatchUp applies to p, batch by batch in this goroutine, every event committed before it
-// was called, reporting progress through report (may be nil). Events committed but not yet
+// was called, reporting progress through report (may be nil). It returns the events counted:
+// every event passed over, or for a projection that reads none of the metered requests the
+// events of its types (eventstore.NextBatchOf). Events committed but not yet
 // visible (a transaction elsewhere holds back the snapshot xmin) are waited for, so on
 // return p has seen everything up to the head; ctx bounds the wait. Used by serve before it
 // listens, and by rebuild and audit.

@@ -80,8 +80,8 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 			return
 		}
 		started := time.Now()
-		end, n, err := eventstore.NextBatch(ctx, s.pool, at, s.batchSize)
-		if err != nil || n == 0 {
+		end, n, err := eventstore.NextBatchOf(ctx, s.pool, at, s.batchSize, readTypes(s.projection))
+		if err != nil || !at.Less(end) {
 			if !s.sleep(ctx, s.poll) {
 				return
 			}

@@ -75,6 +75,8 @@ func runRebuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Every projection replays the whole store; the catalog and the place index pass over the
+	// charges through the events_sparse index. events/s is the store's events over the time.
 	total, err := eventstore.TotalEvents(ctx, pool)
 	if err != nil {
 		return err
@@ -82,11 +84,10 @@ func runRebuild(ctx context.Context, args []string) error {
 	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		start := time.Now()
-		n, err := p.Rebuild(ctx, *batch, progressBar(p.Name(), total, start))
-		if err != nil {
+		if _, err := p.Rebuild(ctx, *batch, progressBar(p.Name(), head)); err != nil {
 			return err
 		}
-		finishBar(p.Name(), n, start)
+		finishBar(p.Name(), total, start)
 	}
 	index, err := app.OpenIndex(ctx, cfg)
 	if err != nil {
@@ -95,21 +96,21 @@ func runRebuild(ctx context.Context, args []string) error {
 	defer index.Close()
 	start := time.Now()
 	pi := projections.PlaceIndex{Pool: pool, Index: index}
-	n, err := pi.Rebuild(ctx, *batch, progressBar(pi.Name(), total, start))
-	if err != nil {
+	if _, err := pi.Rebuild(ctx, *batch, progressBar(pi.Name(), head)); err != nil {
 		return err
 	}
-	finishBar(pi.Name(), n, start)
+	finishBar(pi.Name(), total, start)
 	fmt.Printf("rebuilt every projection up to %v\n", head)
 	return nil
 }
 
-func progressBar(name string, total int64, start time.Time) func(int, eventstore.Position) {
-	return func(done int, _ eventstore.Position) {
+// progressBar shows how far through the store a replay is, by position.
+func progressBar(name string, head eventstore.Position) func(int, eventstore.Position) {
+	return func(_ int, at eventstore.Position) {
 		const width = 30
 		frac := 1.0
-		if total > 0 {
-			frac = min(float64(done)/float64(total), 1)
+		if head.Pos > 0 {
+			frac = min(float64(at.Pos)/float64(head.Pos), 1)
 		}
 		bar := make([]byte, width)
 		for i := range bar {
@@ -118,12 +119,12 @@ func progressBar(name string, total int64, start time.Time) func(int, eventstore
 				bar[i] = '='
 			}
 		}
-		rate := float64(done) / max(time.Since(start).Seconds(), 1e-9)
-		fmt.Fprintf(os.Stderr, "\r%-12s [%s] %3.0f%% %d/%d events %.0f events/s", name, bar, frac*100, done, total, rate)
+		fmt.Fprintf(os.Stderr, "\r%-12s [%s] %3.0f%% position %d of %d", name, bar, frac*100, at.Pos, head.Pos)
 	}
 }
 
-func finishBar(name string, n int, start time.Time) {
+// finishBar reports a replay of the store's n events.
+func finishBar(name string, n int64, start time.Time) {
 	secs := max(time.Since(start).Seconds(), 1e-9)
 	fmt.Fprintf(os.Stderr, "\r%-12s %d events in %.2fs (%.0f events/s)%30s\n", name, n, secs, float64(n)/secs, "")
 }
