@@ -174,28 +174,27 @@ func NextBatchOf(ctx context.Context, q Querier, after Position, limit int, type
 	if err := checkNotArchived(ctx, q, after); err != nil {
 		return after, 0, err
 	}
+	// One statement, so one snapshot: the range's end and its count agree even while events
+	// of types commit meanwhile.
 	var tx string
-	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position, count(*) OVER () FROM (
+	err = q.QueryRow(ctx, `WITH last AS (
+			SELECT transaction_id, position, count(*) OVER () AS n FROM (
+				SELECT e.transaction_id, e.position FROM events e
+				WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
+				  AND `+sparseSQL+` AND e.type = ANY ($4::text[])
+				ORDER BY e.transaction_id, e.position LIMIT $3) s
+			ORDER BY transaction_id DESC, position DESC LIMIT 1),
+		newest AS (
 			SELECT e.transaction_id, e.position FROM events e
 			WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
-			  AND `+sparseSQL+` AND e.type = ANY ($4::text[])
-			ORDER BY e.transaction_id, e.position LIMIT $3) o
-		ORDER BY transaction_id DESC, position DESC LIMIT 1`,
-		strconv.FormatUint(after.TxID, 10), after.Pos, limit, types).Scan(&tx, &end.Pos, &n)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return after, 0, err
-	}
-	if n == limit {
-		end.TxID, err = strconv.ParseUint(tx, 10, 64)
-		return end, n, err
-	}
-	// Fewer than limit: the range runs to the newest visible event, whatever its type.
-	err = q.QueryRow(ctx, `SELECT transaction_id::text AS tx_text, position FROM events e
-		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2) AND `+visible+`
-		ORDER BY e.transaction_id DESC, e.position DESC LIMIT 1`,
-		strconv.FormatUint(after.TxID, 10), after.Pos).Scan(&tx, &end.Pos)
+			ORDER BY e.transaction_id DESC, e.position DESC LIMIT 1)
+		SELECT coalesce(last.n, 0)::int,
+			(CASE WHEN last.n = $3 THEN last.transaction_id ELSE newest.transaction_id END)::text,
+			CASE WHEN last.n = $3 THEN last.position ELSE newest.position END
+		FROM newest LEFT JOIN last ON true`,
+		strconv.FormatUint(after.TxID, 10), after.Pos, limit, types).Scan(&n, &tx, &end.Pos)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return after, 0, nil
+		return after, 0, nil // nothing visible after the position
 	}
 	if err != nil {
 		return after, 0, err
