@@ -16,7 +16,8 @@ import (
 // every range of charges touches again) is rebuilt in one transaction with its checkpoint,
 // summing the ranges in memory (rangeBuffer) and writing each row once per buffer instead of
 // once per range; a rebuild that fails leaves it as it was, and while it runs a server left
-// running sees its projections wait, the transaction holding back the snapshot horizon.
+// running sees its projections wait (the transaction holds back the snapshot horizon) and its
+// reads of the table wait (the table is truncated in that transaction).
 // Every other applier is reset, then caught up range by range, a transaction each: in one
 // transaction a row updated in every range (an account's balance) would keep every version
 // of itself, unprunable until the commit, and each update would walk them all.
