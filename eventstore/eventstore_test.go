@@ -631,15 +631,23 @@ func TestARangeInTheMiddleOfTheStoreIsReadThroughTheGlobalOrderIndex(t *testing.
 	}
 }
 
-// rangePlan is the plan of eventstore.RangeSQL for charges, and its JSON.
-type rangePlan struct {
+// rangeReadPlans EXPLAINs the projections' range read of charges in (from, to] as a prepared
+// statement under a custom and under a generic plan, keyed by plan_cache_mode.
+func rangeReadPlans(t *testing.T, store *eventstore.Store, from, to eventstore.Position) map[string]explainedPlan {
+	t.Helper()
+	return explainModes(t, store, eventstore.RangeSQL, "text, bigint, text, bigint, text[]",
+		fmt.Sprintf(`'%d', %d, '%d', %d, '{RequestCharged}'`, from.TxID, from.Pos, to.TxID, to.Pos))
+}
+
+// explainedPlan is an EXPLAIN (FORMAT JSON) plan.
+type explainedPlan struct {
 	Plan planNode
 	JSON string
 }
 
-// rangeReadPlans EXPLAINs the projections' range read of (from, to] as a prepared statement
-// under a custom and under a generic plan, keyed by plan_cache_mode.
-func rangeReadPlans(t *testing.T, store *eventstore.Store, from, to eventstore.Position) map[string]rangePlan {
+// explainModes EXPLAINs sql, prepared with the parameter types params, executed with args,
+// under custom and generic plans.
+func explainModes(t *testing.T, store *eventstore.Store, sql, params, args string) map[string]explainedPlan {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := store.Pool.Acquire(ctx)
@@ -647,19 +655,17 @@ func rangeReadPlans(t *testing.T, store *eventstore.Store, from, to eventstore.P
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE range_read(text, bigint, text, bigint, text[]) AS `+eventstore.RangeSQL); err != nil {
+	if _, err := conn.Exec(ctx, `PREPARE explained(`+params+`) AS `+sql); err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Exec(ctx, `DEALLOCATE range_read; RESET plan_cache_mode`)
-	plans := map[string]rangePlan{}
+	defer conn.Exec(ctx, `DEALLOCATE explained; RESET plan_cache_mode`)
+	plans := map[string]explainedPlan{}
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
 			t.Fatal(err)
 		}
 		var plan string
-		err := conn.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE range_read('%d', %d, '%d', %d, '{RequestCharged}')`,
-			from.TxID, from.Pos, to.TxID, to.Pos), pgx.QueryExecModeSimpleProtocol).Scan(&plan)
-		if err != nil {
+		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE explained(`+args+`)`, pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
 			t.Fatal(err)
 		}
 		var nodes []struct {
@@ -668,7 +674,7 @@ func rangeReadPlans(t *testing.T, store *eventstore.Store, from, to eventstore.P
 		if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
 			t.Fatalf("%s: plan %s: %v", mode, plan, err)
 		}
-		plans[mode] = rangePlan{Plan: nodes[0].Plan, JSON: plan}
+		plans[mode] = explainedPlan{Plan: nodes[0].Plan, JSON: plan}
 	}
 	return plans
 }

@@ -2,7 +2,6 @@ package eventstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -120,44 +119,4 @@ func sparseIndexes(t *testing.T, store *eventstore.Store) []string {
 		t.Fatalf("events_sparse has no partition indexes: %v %v", names, err)
 	}
 	return names
-}
-
-// explainedPlan is an EXPLAIN (FORMAT JSON) plan.
-type explainedPlan struct {
-	Plan planNode
-	JSON string
-}
-
-// explainModes EXPLAINs sql, prepared with the parameter types params, executed with args,
-// under custom and generic plans.
-func explainModes(t *testing.T, store *eventstore.Store, sql, params, args string) map[string]explainedPlan {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := store.Pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE explained(`+params+`) AS `+sql); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Exec(ctx, `DEALLOCATE explained; RESET plan_cache_mode`)
-	plans := map[string]explainedPlan{}
-	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
-		var plan string
-		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE explained(`+args+`)`, pgx.QueryExecModeSimpleProtocol).Scan(&plan); err != nil {
-			t.Fatal(err)
-		}
-		var nodes []struct {
-			Plan planNode `json:"Plan"`
-		}
-		if err := json.Unmarshal([]byte(plan), &nodes); err != nil || len(nodes) != 1 {
-			t.Fatalf("%s: plan %s: %v", mode, plan, err)
-		}
-		plans[mode] = explainedPlan{Plan: nodes[0].Plan, JSON: plan}
-	}
-	return plans
 }
