@@ -38,11 +38,9 @@ func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
 		switch key {
 		case "k":
 			bit = seenK
-			n, ok := s.int()
-			if !ok || n != int64(int(n)) {
+			if f.KeyNo, ok = s.smallInt(); !ok {
 				return f, false
 			}
-			f.KeyNo = int(n)
 		case "op":
 			bit = seenOp
 			v, ok := s.str()
@@ -62,11 +60,9 @@ func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
 			}
 		case "omitted":
 			bit = seenOmitted
-			n, ok := s.int()
-			if !ok || n != int64(int(n)) {
+			if f.OmittedUnpaid, ok = s.smallInt(); !ok {
 				return f, false
 			}
-			f.OmittedUnpaid = int(n)
 		case "d":
 			bit = seenD
 			if f.CreditsDelta, ok = s.int(); !ok {
@@ -203,4 +199,10 @@ func (s *compactScanner) int() (int64, bool) {
 	}
 	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
 	return n, err == nil
+}
+
+// smallInt is int for a Go int field.
+func (s *compactScanner) smallInt() (int, bool) {
+	n, ok := s.int()
+	return int(n), ok && n == int64(int(n))
 }
