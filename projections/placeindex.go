@@ -73,26 +73,16 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
 	total, batchSize := 0, min(batchSize, p.MaxBatch())
 	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		var at eventstore.Position
-		for r := range prefetch(ctx, p.Pool, at, batchSize, p.eventTypes(), eventstore.Position{}) {
-			if r.err != nil {
-				return r.err
-			}
-			docs, err := PlaceDocsFromEvents(r.events)
-			if err != nil {
-				return err
-			}
-			if err := w.Upsert(ctx, docs, nil, r.to.String()); err != nil {
-				return err
-			}
-			at, total = r.to, total+r.n
-			if report != nil {
-				report(total, at)
-			}
-		}
-		if err := context.Cause(ctx); err != nil {
+		at, n, err := replay(ctx, p.Pool, p.Name(), eventstore.Position{}, batchSize, p.eventTypes(), eventstore.Position{}, report,
+			func(r readAhead) error {
+				docs, err := PlaceDocsFromEvents(r.events)
+				if err != nil {
+					return err
+				}
+				return w.Upsert(ctx, docs, nil, r.to.String())
+			})
+		total = n
+		if err != nil {
 			return err
 		}
 		return w.Upsert(ctx, nil, nil, at.String())

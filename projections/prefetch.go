@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -85,4 +86,34 @@ func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position,
 		}
 	}()
 	return out
+}
+
+// replay applies the ranges after from, read ahead (prefetch), up to until (the zero
+// Position: the end of the store), reporting progress through report (may be nil). It returns
+// where it stopped and the events counted (eventstore.NextBatchOf); stopping short of until is
+// an error.
+func replay(ctx context.Context, pool *pgxpool.Pool, name string, from eventstore.Position, batchSize int, types []string,
+	until eventstore.Position, report func(int, eventstore.Position), apply func(readAhead) error) (eventstore.Position, int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	at, total := from, 0
+	for r := range prefetch(ctx, pool, from, batchSize, types, until) {
+		if r.err != nil {
+			return at, total, r.err
+		}
+		if err := apply(r); err != nil {
+			return at, total, err
+		}
+		at, total = r.to, total+r.n
+		if report != nil {
+			report(total, at)
+		}
+	}
+	if until == (eventstore.Position{}) {
+		return at, total, context.Cause(ctx) // prefetch stops quietly when ctx ends
+	}
+	if at.Less(until) {
+		return at, total, fmt.Errorf("projection %s at %v waiting for %v: %w", name, at, until, context.Cause(ctx))
+	}
+	return at, total, nil
 }

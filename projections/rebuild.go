@@ -44,22 +44,15 @@ func (p SQL) Rebuild(ctx context.Context, batchSize int, report func(applied int
 		buf := b.rebuildBuffer()
 		var at eventstore.Position
 		if at.Less(head) {
-			ctx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			for r := range prefetch(ctx, p.Pool, at, batchSize, p.eventTypes(), head) {
-				if r.err != nil {
-					return r.err
-				}
+			var err error
+			at, total, err = replay(ctx, p.Pool, p.Name(), at, batchSize, p.eventTypes(), head, report, func(r readAhead) error {
 				if err := buf.add(ctx, tx, r.events); err != nil {
 					return fmt.Errorf("projection %s: %w", p.Name(), err)
 				}
-				at, total = r.to, total+r.n
-				if report != nil {
-					report(total, at)
-				}
-			}
-			if at.Less(head) {
-				return fmt.Errorf("projection %s at %v waiting for %v: %w", p.Name(), at, head, context.Cause(ctx))
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 		if err := buf.flush(ctx, tx); err != nil {

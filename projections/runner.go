@@ -168,24 +168,10 @@ func CatchUp(ctx context.Context, pool *pgxpool.Pool, p Projection, batchSize in
 	batchSize = batchFor(p, batchSize)
 	total := 0
 	if h, ok := p.(prefetchedHandler); ok && at.Less(head) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		for r := range prefetch(ctx, pool, at, batchSize, h.eventTypes(), head) {
-			if r.err != nil {
-				return total, r.err
-			}
-			if err := h.handleRead(ctx, r.from, r.to, r.events); err != nil {
-				return total, err
-			}
-			at, total = r.to, total+r.n
-			if report != nil {
-				report(total, at)
-			}
-		}
-		if at.Less(head) {
-			return total, fmt.Errorf("projection %s at %v waiting for %v: %w", p.Name(), at, head, context.Cause(ctx))
-		}
-		return total, nil
+		_, total, err := replay(ctx, pool, p.Name(), at, batchSize, h.eventTypes(), head, report, func(r readAhead) error {
+			return h.handleRead(ctx, r.from, r.to, r.events)
+		})
+		return total, err
 	}
 	for at.Less(head) {
 		end, n, err := eventstore.NextBatch(ctx, pool, at, batchSize)
