@@ -216,23 +216,22 @@ func ReadRange(ctx context.Context, q Querier, after, upto Position) ([]Event, e
 // The BETWEEN on transaction_id alone says nothing the row comparisons do not; it is there
 // for the planner, which cannot estimate a row comparison and took a range in the middle of
 // the store for a third of it: every batch of a rebuild scanned the whole partition.
-const RangeSQL = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream_no, e.version, e.type, e.payload, e.recorded_at
-		FROM events e
-		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
-		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
-		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8
+const RangeSQL = rangeSelect + `
 		  AND (cardinality($5::text[]) = 0 OR e.type = ANY ($5::text[]))
 		ORDER BY e.transaction_id, e.position`
 
 // SparseRangeSQL is RangeSQL for sparse types (none of DenseTypes): through events_sparse,
 // passing over the charges.
-const SparseRangeSQL = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream_no, e.version, e.type, e.payload, e.recorded_at
+const SparseRangeSQL = rangeSelect + `
+		  AND ` + sparseSQL + ` AND e.type = ANY ($5::text[])
+		ORDER BY e.transaction_id, e.position`
+
+// rangeSelect is what RangeSQL and SparseRangeSQL share: the columns and the range's bounds.
+const rangeSelect = `SELECT e.position, e.transaction_id::text AS tx_text, e.stream_no, e.version, e.type, e.payload, e.recorded_at
 		FROM events e
 		WHERE (e.transaction_id, e.position) > ($1::text::xid8, $2)
 		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
-		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8
-		  AND ` + sparseSQL + ` AND e.type = ANY ($5::text[])
-		ORDER BY e.transaction_id, e.position`
+		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8`
 
 // ReadRangeOf returns the events in (after, upto] in global order whose type is one of types
 // (none: every type), for projections: what an event says, not how it is kept — no hash and no
@@ -244,8 +243,9 @@ func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto
 	if types == nil {
 		types = []string{}
 	}
+	sp := sparse(types)
 	sql := RangeSQL
-	if sparse(types) {
+	if sp {
 		sql = SparseRangeSQL
 	}
 	rows, err := q.Query(ctx, sql,
@@ -257,7 +257,7 @@ func ReadRangeOf(ctx context.Context, q Querier, names *StreamNames, after, upto
 	// about upto.Pos - after.Pos events: sized so, the slice is not copied as it grows. (Not
 	// for a sparse read, whose range is mostly the charges it passes over.)
 	var out []Event
-	if sql == RangeSQL {
+	if !sp {
 		out = make([]Event, 0, min(max(upto.Pos-after.Pos, 0), rangeCapHint))
 	}
 	var e Event
