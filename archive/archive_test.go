@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -543,5 +544,66 @@ func writeLines(t *testing.T, file string, lines []string) {
 	}
 	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A statement sums the store's facts in its window: once part of an account's history is
+// archived, a window holding any archived fact is refused (410 archived, naming both times),
+// and every other window still answers exactly what it answered before.
+func TestAStatementWindowHoldingArchivedFactsIsRefusedAndTheOthersStayExact(t *testing.T) {
+	h := newHistory(t, 1200, 300)
+	day := func(t time.Time) time.Time { return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC) }
+	first, last := day(start).AddDate(0, 0, -1), day(h.now()).AddDate(0, 0, 2)
+	type window struct{ from, to time.Time }
+	var windows []window
+	for from := first; from.Before(last); from = from.AddDate(0, 0, 1) {
+		for to := from; !to.After(last); to = to.AddDate(0, 0, 1) {
+			windows = append(windows, window{from, to})
+		}
+	}
+	want := map[window]commands.Statement{}
+	for _, w := range windows {
+		st, err := h.views.Statement(ctx, h.big.id, w.from, w.to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[w] = st
+	}
+
+	if _, err := archive.Archive(ctx, h.pool, h.options(t, 1001)); err != nil {
+		t.Fatal(err)
+	}
+	ledger, skipped := wholeLedger(t, h, h.big.id, 0)
+	if skipped == nil || len(ledger) == 0 {
+		t.Fatal("nothing of the account was archived")
+	}
+	var exact, refused int
+	for _, w := range windows {
+		st, err := h.views.Statement(ctx, h.big.id, w.from, w.to)
+		holdsArchived := !w.from.After(skipped.RecordedAt) && w.to.After(start) // start: the first fact's time
+		var ae *domain.ArchivedError
+		switch {
+		case holdsArchived:
+			if !errors.As(err, &ae) || !ae.Until.Equal(w.to) || ae.Facts != skipped.Facts {
+				t.Fatalf("statement %s to %s holds archived facts: %+v, %v; want an ArchivedError", w.from, w.to, st, err)
+			}
+			if e := httpx.MapError(err); e.Status != http.StatusGone || e.Code != "archived" ||
+				!strings.Contains(e.Message, w.from.Format(time.RFC3339)) || !strings.Contains(e.Message, skipped.RecordedAt.Format(time.RFC3339Nano)) {
+				t.Fatalf("an archived window maps to %+v", e)
+			}
+			refused++
+		case err != nil:
+			t.Fatalf("statement %s to %s: %v", w.from, w.to, err)
+		default:
+			if !reflect.DeepEqual(st, want[w]) {
+				t.Fatalf("statement %s to %s after archiving %+v, before %+v", w.from, w.to, st, want[w])
+			}
+			if len(st.Charges) > 0 {
+				exact++
+			}
+		}
+	}
+	if exact < 3 || refused < 3 {
+		t.Fatalf("%d windows with charges answered exactly, %d refused: the test does not cover both sides", exact, refused)
 	}
 }

@@ -281,7 +281,16 @@ func (v Views) Statement(ctx context.Context, accountID string, from, to time.Ti
 			return err
 		}
 		stream := domain.AccountStream(accountID)
-		var err error
+		// The sums read the store: a window holding archived facts (recorded from the first
+		// fact's time up to the last archived one's) cannot be summed exactly, whatever its
+		// balances say.
+		b, archived, err := eventstore.BoundaryOf(ctx, tx, stream)
+		if err != nil {
+			return err
+		}
+		if archived && !from.After(b.At) && to.After(b.FirstAt) {
+			return &domain.ArchivedError{At: from, Until: to, Facts: b.Version, Through: b.At, FirstAt: b.FirstAt}
+		}
 		if st.OpeningBalance, err = balanceAt(ctx, tx, stream, from.Add(-time.Microsecond)); err != nil {
 			return err
 		}

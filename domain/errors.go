@@ -40,13 +40,21 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Message }
 // (moved out of the event store to a file; docs/operations.md, "Retention and archiving"): what
 // was asked cannot be answered exactly until an operator restores it.
 type ArchivedError struct {
-	At      time.Time // the instant asked about
+	At      time.Time // the instant asked about, or the start of the window asked about
+	Until   time.Time // the end (exclusive) of the window asked about; zero for an instant
 	Facts   int64     // the account's archived facts: versions 1 to Facts
 	Through time.Time // recorded_at of the last archived fact
 	FirstAt time.Time // recorded_at of the account's first fact
 }
 
 func (e *ArchivedError) Error() string {
+	if !e.Until.IsZero() {
+		return fmt.Sprintf("the window from %s to %s holds archived history: this account's first %d facts, from %s up to %s, are archived; "+
+			"a statement is exact for a window that ends at or before %s or starts after %s; an operator can restore the archive to answer this one",
+			e.At.UTC().Format(time.RFC3339Nano), e.Until.UTC().Format(time.RFC3339Nano), e.Facts,
+			e.FirstAt.UTC().Format(time.RFC3339Nano), e.Through.UTC().Format(time.RFC3339Nano),
+			e.FirstAt.UTC().Format(time.RFC3339Nano), e.Through.UTC().Format(time.RFC3339Nano))
+	}
 	return fmt.Sprintf("%s lies in archived history: this account's first %d facts, up to %s, are archived; "+
 		"balance-at is exact before %s (the account's first fact) and from %s on; an operator can restore the archive to answer earlier instants",
 		e.At.UTC().Format(time.RFC3339Nano), e.Facts, e.Through.UTC().Format(time.RFC3339Nano),
