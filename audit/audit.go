@@ -491,7 +491,8 @@ func (a *auditor) finish(ctx context.Context, tx pgx.Tx, streams []streamInfo, s
 	return nil
 }
 
-// orphans reports read-model rows of accounts that do not exist.
+// orphans reports read-model rows of accounts that do not exist, and account rows that are not
+// on their account's stream.
 func (a *auditor) orphans(ctx context.Context, tx pgx.Tx) error {
 	rows, err := tx.Query(ctx, `SELECT account_id FROM rm_balances EXCEPT SELECT account_id FROM accounts
 		UNION SELECT account_id FROM rm_account_days EXCEPT SELECT account_id FROM accounts ORDER BY 1`)
@@ -499,8 +500,30 @@ func (a *auditor) orphans(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
 	for _, id := range ids {
 		a.differ("account %s: in the read models but not in the write model", id)
+	}
+	// An account row is audited through its stream (compareAccount): a row on any other
+	// stream has no ledger behind it, whatever its balance says.
+	type unbacked struct {
+		ID     string
+		Stream *string
+	}
+	rows, err = tx.Query(ctx, `SELECT a.account_id, s.stream_id FROM accounts a LEFT JOIN streams s USING (stream_no)
+		WHERE s.stream_id IS DISTINCT FROM $1 || a.account_id ORDER BY 1`, domain.AccountStream(""))
+	if err != nil {
+		return err
+	}
+	bad, err := pgx.CollectRows(rows, pgx.RowToStructByPos[unbacked])
+	for _, u := range bad {
+		stream := "no stream"
+		if u.Stream != nil {
+			stream = "stream " + *u.Stream
+		}
+		a.differ("account %s: its row (balance and totals) is on %s, not on its ledger %s", u.ID, stream, domain.AccountStream(u.ID))
 	}
 	return err
 }

@@ -400,3 +400,22 @@ func heapGrowth(fn func()) int64 {
 	close(done)
 	return int64(peak.Load()) - int64(base.HeapInuse)
 }
+
+// Every account row of the write model is backed by its ledger: `kyapi audit` replays every
+// ledger and compares it with the models. A row whose stream is not its account stream — here a
+// balance of a million credits with no fact behind it — is a difference, named.
+func TestAnAccountRowOffItsLedgerIsADifference(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	newWorld(t, pool, 3)
+	catchUp(t, pool)
+	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+		t.Fatalf("consistent database: %s", out)
+	}
+	tamper(t, pool, `WITH s AS (INSERT INTO streams (stream_id) VALUES ('ghost') RETURNING stream_no)
+		INSERT INTO accounts (account_id, stream_no, name, email, balance, opened_at)
+		SELECT 'acc_ghost', stream_no, 'Ghost', 'ghost@test.example', 1000000, now() FROM s`)
+	rep, out := run(t, pool, audit.Options{})
+	if len(rep.Differences) != 1 || !strings.Contains(out, "account acc_ghost: its row (balance and totals) is on stream ghost, not on its ledger account-acc_ghost") {
+		t.Fatalf("an account with balance 1000000 and no ledger audits clean: %+v\n%s", rep, out)
+	}
+}
