@@ -1,6 +1,7 @@
 package audit_test
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
@@ -435,5 +436,39 @@ func TestSigningKeysRoundTripAndAreNeverOverwritten(t *testing.T) {
 	}
 	if _, err := audit.NewSigningKey(path); err == nil {
 		t.Fatal("an existing key file was overwritten")
+	}
+}
+
+// VerifyDigest returns an error when reading the store fails (a statement timeout, a lost
+// connection, a cancelled context), as audit.Run does, so that `kyapi audit -digest` exits
+// non-zero, also with more ranges than workers.
+func TestAVerificationWhoseReadFailsReturnsItsError(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	newWorld(t, pool, 3)
+	newWorld(t, pool, 3) // a second account stream
+	d := takeDigest(t, pool, newKey(t))
+	if len(d.Heads) < 2 {
+		t.Fatalf("%d heads", len(d.Heads))
+	}
+	// The digest need not verify for this: heads claiming many versions make VerifyDigest cut
+	// the streams into more than one range (at least 10,000 covered events each).
+	for i := range d.Heads {
+		d.Heads[i].Version = 20_000
+	}
+
+	// Something holds the events table: the scan waits, then its context ends.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	vctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	// A worker that fails stops: the ranges still to hand out must not wait for it.
+	if _, err := audit.VerifyDigest(vctx, pool, d, 1); err == nil {
+		t.Fatal("VerifyDigest read nothing and reported no error")
 	}
 }

@@ -85,14 +85,25 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 			}
 		}()
 	}
+	// A worker that fails stops: hand out ranges only while none has, or the last ones
+	// would wait forever for a worker.
+	var failed error
+handOut:
 	for _, r := range ranges {
-		work <- r
+		select {
+		case work <- r:
+		case failed = <-errs:
+			break handOut
+		}
 	}
 	close(work)
 	wg.Wait()
 	close(errs)
-	if err := <-errs; err != nil {
-		return rep, err
+	if failed == nil {
+		failed = <-errs
+	}
+	if failed != nil {
+		return rep, failed
 	}
 	// Streams of the digest of which no event at or below its position is left.
 	for _, h := range d.Heads {
