@@ -622,3 +622,38 @@ func TestABonusGrantGoesOnWhenItsCallerGoesAway(t *testing.T) {
 		t.Fatalf("grant %s, %d accounts credited, %d bonus credits in all; want done, %d, %d", state, credited, bonus, n, 7*n)
 	}
 }
+
+// The grace_until a rotation answers is the instant the key's grace ends: the one GET
+// /admin/accounts/{id} shows, the one its KeyIssued fact records and the one every process
+// applies, even with a clock finer than PostgreSQL's microseconds (time.Now on Linux).
+func TestARotationAnswersTheGraceUntilItRecordsStoresAndShows(t *testing.T) {
+	f := newFixture(t)
+	f.clock.Advance(123456789 * time.Nanosecond) // 12:00:00.123456789
+	acc := f.openAccount("Nanos Co")
+	first := f.issueKey(acc)
+	f.clock.Advance(time.Hour)
+	second := f.issueKey(acc)
+	if second["rotated_key_id"] != first["key_id"] {
+		t.Fatalf("rotation: %v", second)
+	}
+	answered := second["grace_until"]
+
+	r := f.call("GET", "/admin/accounts/"+acc, "")
+	f.expect(r, 200, "")
+	var shown any
+	for _, k := range r.data()["keys"].([]any) {
+		if k := k.(map[string]any); k["key_id"] == first["key_id"] {
+			shown = k["grace_until"]
+		}
+	}
+	var recorded any
+	l := f.call("GET", "/admin/accounts/"+acc+"/ledger", "")
+	for _, e := range l.body["data"].([]any) {
+		if e := e.(map[string]any); e["type"] == "KeyIssued" && e["payload"].(map[string]any)["rotated_key_id"] == first["key_id"] {
+			recorded = e["payload"].(map[string]any)["grace_until"]
+		}
+	}
+	if answered == nil || answered != shown || answered != recorded {
+		t.Errorf("grace_until answered by the rotation %v, shown by GET account %v, recorded in the KeyIssued fact %v", answered, shown, recorded)
+	}
+}

@@ -37,7 +37,10 @@ func (h Accounts) keysChanged(accountID string, err error) error {
 	return err
 }
 
-func (h Accounts) now() time.Time { return h.Clock().UTC() }
+// now is the instant of a command, to the microsecond: PostgreSQL keeps no finer time, so an
+// instant a command derives (a rotated key's grace_until) is the same in its answer, in the
+// event it records, in the row it writes and in what every process enforces from that row.
+func (h Accounts) now() time.Time { return h.Clock().UTC().Truncate(time.Microsecond) }
 
 func (h Accounts) newID(prefix string) (string, error) {
 	r := h.Rand
