@@ -1,0 +1,161 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// paidTwice walks an account's ledger and reports every resource paid twice on one UTC day.
+func paidTwice(t *testing.T, s stack, accountID string) (twice []string, charged int64) {
+	t.Helper()
+	paid := map[string]int{}
+	for after := int64(0); ; {
+		page, err := s.views.Ledger(context.Background(), accountID, after, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			after = e.Position
+			if e.Type != domain.EventRequestCharged {
+				continue
+			}
+			var c struct{ Paid []string }
+			if err := json.Unmarshal(e.Payload, &c); err != nil {
+				t.Fatal(err)
+			}
+			charged -= e.CreditsDelta
+			day := domain.Day(e.RecordedAt)
+			for _, r := range c.Paid {
+				paid[day+" "+r]++
+				if paid[day+" "+r] == 2 {
+					twice = append(twice, day+" "+r)
+				}
+			}
+		}
+	}
+	return twice, charged
+}
+
+// Random charges from several processes with tiny caches (claims and account states evicted all
+// the time) and two or three lanes, on busy accounts whose claims spill into chunks, with a
+// process restarting, clocks 1.5 s apart and UTC midnight passing mid-run: no resource is paid
+// twice on a UTC day, every ledger adds up and never goes below zero, and the audit is clean.
+func TestRandomChargesWithTinyCachesRestartsAndMidnightPayEachResourceOnceADay(t *testing.T) {
+	for seed := uint64(1); seed <= 2; seed++ {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { randomChargesAcrossMidnight(t, seed) })
+	}
+}
+
+func randomChargesAcrossMidnight(t *testing.T, seed uint64) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: time.Date(2026, 11, 23, 23, 59, 59, 0, time.UTC)}
+	opts := func(i int) commands.MeterOptions {
+		switch i % 3 {
+		case 0:
+			return commands.MeterOptions{MaxClaims: 300, MaxAccounts: 2}
+		case 1:
+			return commands.MeterOptions{MaxClaims: 5000, MaxAccounts: 1, Workers: 3}
+		default:
+			return commands.MeterOptions{}
+		}
+	}
+	var smu sync.Mutex
+	ahead, behind := &clock{now: clk.Now().Add(1500 * time.Millisecond)}, &clock{now: clk.Now().Add(-1500 * time.Millisecond)}
+	stacks := []stack{newStack(t, dbURL, clk, opts(0)), newStack(t, dbURL, ahead, opts(1)), newStack(t, dbURL, behind, opts(2))}
+	type acct struct {
+		id   string
+		hash domain.KeyHash
+	}
+	var accts []acct
+	for range 4 {
+		id, key := fundedAccount(t, stacks[0], 2_500_000)
+		accts = append(accts, acct{id, domain.HashKey(key.APIKey)})
+	}
+	place := func(r *rand.Rand) string { return domain.PlaceResource(fmt.Sprint("p", r.IntN(700))) }
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	// Midnight passes slowly during the run.
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				clk.Advance(5 * time.Millisecond)
+				ahead.Advance(5 * time.Millisecond)
+				behind.Advance(5 * time.Millisecond)
+			}
+		}
+	}()
+	restarts := 0
+	for g := 0; g < 12; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(seed, uint64(g)))
+			for i := 0; i < 60; i++ {
+				smu.Lock()
+				if g == 0 && i == 30 {
+					// Midnight passes for every process by now, whatever the pace of the run.
+					for _, c := range []*clock{clk, ahead, behind} {
+						c.Advance(2 * time.Second)
+					}
+				}
+				if g == 0 && i%15 == 14 {
+					// A process restarts: a fresh meter (its caches empty).
+					restarts++
+					stacks[1] = newStack(t, dbURL, ahead, opts(restarts))
+				}
+				s := stacks[r.IntN(len(stacks))]
+				smu.Unlock()
+				a := accts[r.IntN(len(accts))]
+				var err error
+				if r.IntN(3) == 0 {
+					_, err = s.charge(a.hash, domain.OpPlaceDetail, place(r))
+				} else {
+					rows := make([]string, 1+r.IntN(40))
+					for j := range rows {
+						rows[j] = place(r)
+					}
+					_, err = s.charge(a.hash, domain.OpPlaceList, rows...)
+				}
+				if err != nil && !errors.Is(err, domain.ErrInsufficientCredits) {
+					t.Error(err)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	for _, a := range accts {
+		twice, _ := paidTwice(t, stacks[0], a.id)
+		if len(twice) > 0 {
+			t.Errorf("account %s: %d resources paid twice the same day, e.g. %v", a.id, len(twice), twice[:min(5, len(twice))])
+		}
+		if l := ledgerOf(t, stacks[0], a.id); l.balance < 0 || !l.consistent() {
+			t.Errorf("account %s: ledger %+v", a.id, l)
+		}
+	}
+	var chunks, days int
+	if err := stacks[0].pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM claim_chunks), (SELECT count(DISTINCT (recorded_at AT TIME ZONE 'UTC')::date) FROM events WHERE type = 'RequestCharged')`).Scan(&chunks, &days); err != nil {
+		t.Fatal(err)
+	}
+	if chunks == 0 || days < 2 {
+		t.Fatalf("%d claim chunks saved, charges on %d UTC days: the run did not cover what it is for", chunks, days)
+	}
+	auditClean(t, stacks[0].pool)
+}
