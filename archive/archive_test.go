@@ -6,10 +6,12 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/csv"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/adminapi"
 	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
@@ -605,5 +608,48 @@ func TestAStatementWindowHoldingArchivedFactsIsRefusedAndTheOthersStayExact(t *t
 	}
 	if exact < 3 || refused < 3 {
 		t.Fatalf("%d windows with charges answered exactly, %d refused: the test does not cover both sides", exact, refused)
+	}
+}
+
+// The ledger's CSV export of an account with archived facts starts after them, as the JSON
+// ledger does, and says so in its Ledger-Archived header; an export of unarchived history
+// carries no such header.
+func TestTheLedgerExportSaysItStartsAfterTheArchivedFacts(t *testing.T) {
+	h := newHistory(t, 1200, 300)
+	admin := (&adminapi.Server{Views: h.views, Token: "admin-token"}).Handler()
+	export := func(query string) (http.Header, [][]string) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/admin/accounts/"+h.big.id+"/ledger.csv"+query, nil)
+		req.Header.Set("Authorization", "Bearer admin-token")
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("ledger.csv%s: %d %s", query, rec.Code, rec.Body)
+		}
+		records, err := csv.NewReader(rec.Body).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec.Header(), records[1:]
+	}
+	if header, rows := export(""); header.Get("Ledger-Archived") != "" || rows[0][1] != "1" {
+		t.Fatalf("before archiving: header %q, first row %v", header.Get("Ledger-Archived"), rows[0])
+	}
+
+	if _, err := archive.Archive(ctx, h.pool, h.options(t, 1001)); err != nil {
+		t.Fatal(err)
+	}
+	hot, skipped := wholeLedger(t, h, h.big.id, 0)
+	header, rows := export("")
+	want := fmt.Sprintf("facts=%d; through_position=%d; through_recorded_at=%s; balance_after=%d",
+		skipped.Facts, skipped.Position, skipped.RecordedAt.UTC().Format(time.RFC3339Nano), skipped.BalanceAfter)
+	if got := header.Get("Ledger-Archived"); got != want {
+		t.Fatalf("Ledger-Archived %q, want %q", got, want)
+	}
+	if len(rows) != len(hot) || rows[0][1] != fmt.Sprint(skipped.Facts+1) || rows[0][0] != fmt.Sprint(hot[0].Position) {
+		t.Fatalf("%d rows from %v; the JSON ledger has %d from version %d", len(rows), rows[0], len(hot), hot[0].Version)
+	}
+	if header, _ := export("?after=" + fmt.Sprint(skipped.Position)); header.Get("Ledger-Archived") != "" {
+		t.Fatalf("an export starting at the boundary says it skipped archived facts: %q", header.Get("Ledger-Archived"))
 	}
 }
