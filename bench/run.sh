@@ -111,7 +111,11 @@ psql "$db_url" -AtF $'\t' -c "SELECT place_id, has_menu, coalesce(latitude::text
 (sleep $((secs / 2)); top -b -n 2 -d 2 -o %CPU -w 140 | awk '/^top -/{n++} n==2' | head -22 >"$out/neighbours.txt") &
 # Database growth over both metered runs: sizes after a CHECKPOINT, projections caught up.
 "$out/bin/storebench" size -label before-metered -out "$out/size-before.json"
+# The meter's batch sizes over the detail run: its histogram's count and sum before and after.
+meter_batches() { curl -fsS -H "Authorization: Bearer $ADMIN_TOKEN" "$admin_url/metrics" | grep -E '^kyapi_meter_batch_size_(count|sum) ' || true; }
+meter_batches >"$out/metered-detail.batches-before"
 load metered-detail detail=100 -db "$db_url"
+meter_batches >"$out/metered-detail.batches-after"
 load metered-mix "$mix" -db "$db_url"
 "$out/bin/storebench" size -label after-metered -out "$out/size-after.json"
 stop_server

@@ -513,7 +513,13 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 			thousands(single.rate(1)), charge.rate(1)/batched.rate(1), thousands(batched.rate(1)))
 		r.p("  entries and nothing else. Over HTTP a request adds a place read (the key is in the process's cache); the")
 		r.p("  transaction's fixed cost (statements, executor start-up, the WAL flush) is shared by the charges that")
-		r.p("  arrive while the previous batch commits, a few dozen at 64 connections, not 800.")
+		if batches, charges, ok := r.batchesOf("metered-detail"); ok && batches > 0 {
+			r.p("  arrive while the previous batch commits: %.1f on average in the metered detail run (%s charges in %s",
+				charges/batches, thousands(charges), thousands(batches))
+			r.p("  batches, from `kyapi_meter_batch_size` before and after it), not 800.")
+		} else {
+			r.p("  arrive while the previous batch commits, far fewer than 800 at 64 connections.")
+		}
 	}
 	r.p("- **Projections compete for the same cores.** Every charge appends an event that the account")
 	r.p("  projections read and apply while the load runs (see the profile below), in one range per 300 ms")
@@ -521,6 +527,31 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 	r.p("  in PostgreSQL come out of the same two cores, and the balances projection's lag (%.0f ms at most", md.ProjectionMaxLagMs)
 	r.p("  in the detail run) is the queue they build.")
 	r.p("")
+}
+
+// batchesOf is the meter's batches and the charges in them during a run: the differences of
+// kyapi_meter_batch_size_count and _sum scraped before and after it (bench/run.sh).
+func (r *report) batchesOf(run string) (batches, charges float64, ok bool) {
+	read := func(when string) (count, sum float64, ok bool) {
+		var seen int
+		for line := range strings.Lines(r.text(run + ".batches-" + when)) {
+			name, value, found := strings.Cut(strings.TrimSpace(line), " ")
+			v, err := strconv.ParseFloat(value, 64)
+			if !found || err != nil {
+				continue
+			}
+			switch name {
+			case "kyapi_meter_batch_size_count":
+				count, seen = v, seen|1
+			case "kyapi_meter_batch_size_sum":
+				sum, seen = v, seen|2
+			}
+		}
+		return count, sum, seen == 3
+	}
+	c0, s0, ok0 := read("before")
+	c1, s1, ok1 := read("after")
+	return c1 - c0, s1 - s0, ok0 && ok1
 }
 
 // groupWiring says how kyapi serve wires the meter in this checkout.
