@@ -1,8 +1,6 @@
 package commands_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -14,40 +12,6 @@ import (
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
-
-// paidTwice walks an account's ledger and reports every resource paid twice on one UTC day.
-func paidTwice(t *testing.T, s stack, accountID string) (twice []string, charged int64) {
-	t.Helper()
-	paid := map[string]int{}
-	for after := int64(0); ; {
-		page, err := s.views.Ledger(context.Background(), accountID, after, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		for _, e := range page {
-			after = e.Position
-			if e.Type != domain.EventRequestCharged {
-				continue
-			}
-			var c struct{ Paid []string }
-			if err := json.Unmarshal(e.Payload, &c); err != nil {
-				t.Fatal(err)
-			}
-			charged -= e.CreditsDelta
-			day := domain.Day(e.RecordedAt)
-			for _, r := range c.Paid {
-				paid[day+" "+r]++
-				if paid[day+" "+r] == 2 {
-					twice = append(twice, day+" "+r)
-				}
-			}
-		}
-	}
-	return twice, charged
-}
 
 // Random charges from several processes with tiny caches (claims and account states evicted all
 // the time) and two or three lanes, on busy accounts whose claims spill into chunks, with a
@@ -142,7 +106,7 @@ func randomChargesAcrossMidnight(t *testing.T, seed uint64) {
 	wg.Wait()
 	close(stop)
 	for _, a := range accts {
-		twice, _ := paidTwice(t, stacks[0], a.id)
+		twice, _, _ := paidTwice(t, stacks[0], a.id)
 		if len(twice) > 0 {
 			t.Errorf("account %s: %d resources paid twice the same day, e.g. %v", a.id, len(twice), twice[:min(5, len(twice))])
 		}
