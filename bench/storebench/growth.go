@@ -41,7 +41,7 @@ type growthStep struct {
 	AppendS       float64           `json:"append_s"`       // writing this step's new events
 	AppendRate    float64           `json:"append_per_s"`   // events/s of that
 	CatchUpS      float64           `json:"catch_up_s"`     // projections catching up after it
-	VacuumS       float64           `json:"vacuum_s"`       // VACUUM (ANALYZE) of the tables it wrote
+	VacuumS       float64           `json:"vacuum_s"`       // VACUUM (ANALYZE) of the tables it wrote, then CHECKPOINT
 	DatabaseBytes int64             `json:"database_bytes"` // pg_database_size after the step
 	Reads         map[string]timed  `json:"reads"`
 	Audit         auditRun          `json:"audit"`
@@ -156,11 +156,15 @@ func runGrowth(ctx context.Context, args []string) error {
 		}
 		step.CatchUpS = time.Since(t1).Seconds()
 		// The reads are timed on a store at rest: vacuumed and analyzed, so that no autovacuum
-		// run the append set off shares the two cores with them. What that costs is reported
-		// beside them.
+		// run the append set off shares the two cores with them, and checkpointed, so that no
+		// checkpoint writing out what the append and the vacuum dirtied does either. What that
+		// costs is reported beside them.
 		t2 := time.Now()
 		if _, err := pool.Exec(ctx, `VACUUM (ANALYZE) events, streams, stream_marks, accounts`); err != nil {
 			return fmt.Errorf("vacuum at %d events: %w", size, err)
+		}
+		if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+			return fmt.Errorf("checkpoint at %d events: %w", size, err)
 		}
 		step.VacuumS = time.Since(t2).Seconds()
 		if step.StoreEvents, err = eventstore.TotalEvents(ctx, pool); err != nil {
@@ -176,18 +180,14 @@ func runGrowth(ctx context.Context, args []string) error {
 			return err
 		}
 		acctURL := strings.TrimRight(*adminURL, "/") + "/admin/accounts/" + id
-		reads := []struct{ name, url string }{
+		reads := []growthRead{
 			{"account", acctURL},
 			{"balance_at_early", acctURL + "/balance-at?at=" + url.QueryEscape(earlyAt.Format(time.RFC3339Nano))},
 			{"ledger_first", acctURL + "/ledger?limit=100"},
 			{"ledger_last", acctURL + "/ledger?limit=100&after=" + strconv.FormatInt(lastAfter, 10)},
 		}
-		for _, r := range reads {
-			t, err := timeRead(ctx, r.url, *token, *reps)
-			if err != nil {
-				return fmt.Errorf("%s at %d events: %w", r.name, size, err)
-			}
-			step.Reads[r.name] = t
+		if step.Reads, err = timeReads(ctx, reads, *token, *reps); err != nil {
+			return fmt.Errorf("reads at %d events: %w", size, err)
 		}
 		step.Explain = explainReads(ctx, pool, id, earlyAt, lastAfter)
 		step.Audit = runAudit(ctx, *kyapi)
@@ -236,35 +236,55 @@ func appendCharges(ctx context.Context, store *eventstore.Store, id string, from
 	})
 }
 
-// timeRead sends one GET reps times (after two untimed ones) and returns its latencies.
-func timeRead(ctx context.Context, u, token string, reps int) (timed, error) {
-	t := timed{Path: strings.SplitN(u, "/admin/", 2)[1]}
-	var lat []float64
-	for i := range reps + 2 {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return t, err
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		t0 := time.Now()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return t, err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		d := float64(time.Since(t0).Microseconds()) / 1000
-		t.Status = resp.StatusCode
-		if resp.StatusCode != http.StatusOK {
-			return t, fmt.Errorf("GET %s: %s: %s", t.Path, resp.Status, bytes.TrimSpace(body))
-		}
-		if i >= 2 {
-			lat = append(lat, d)
+// timeReads sends each read reps times (after two untimed rounds) and returns their
+// latencies by name. The reads take turns, one GET of each per round, so a burst of other
+// work on the shared machine (a checkpoint, another process) slows all of them alike
+// instead of whichever read happened to be running.
+func timeReads(ctx context.Context, reads []growthRead, token string, reps int) (map[string]timed, error) {
+	lat := make([][]float64, len(reads))
+	for round := range reps + 2 {
+		for i, r := range reads {
+			d, err := sendRead(ctx, r.url, token)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.name, err)
+			}
+			if round >= 2 {
+				lat[i] = append(lat[i], d)
+			}
 		}
 	}
-	slices.Sort(lat)
-	t.P50ms, t.P90ms, t.MaxMs = lat[len(lat)/2], lat[len(lat)*9/10], lat[len(lat)-1]
-	return t, nil
+	out := make(map[string]timed, len(reads))
+	for i, r := range reads {
+		l := lat[i]
+		slices.Sort(l)
+		out[r.name] = timed{Path: strings.SplitN(r.url, "/admin/", 2)[1], Status: http.StatusOK,
+			P50ms: l[len(l)/2], P90ms: l[len(l)*9/10], MaxMs: l[len(l)-1]}
+	}
+	return out, nil
+}
+
+// growthRead is one admin read the growth benchmark times.
+type growthRead struct{ name, url string }
+
+// sendRead sends one GET and returns its milliseconds; any answer but 200 is an error.
+func sendRead(ctx context.Context, u, token string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	t0 := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := float64(time.Since(t0).Microseconds()) / 1000
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s: %s", u, resp.Status, bytes.TrimSpace(body))
+	}
+	return d, nil
 }
 
 var auditLine = regexp.MustCompile(`audited (\d+) accounts, (\d+) streams, (\d+) events: (\d+) differences`)
