@@ -6,14 +6,23 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/httpx"
 )
 
-// decodeBody reads one JSON object into dst, refusing unknown fields and trailing data. The
-// Content-Type is not checked: operators call this with curl. An empty body is an error
-// unless optional.
+// decodeBody reads one JSON object into dst (a pointer to a struct of tagged fields),
+// refusing unknown fields and trailing data. The Content-Type is not checked: operators call
+// this with curl. An empty body is an error unless optional.
+//
+// encoding/json alone would take a body it cannot represent exactly and decode it anyway:
+// field names are matched whatever their case, a repeated field keeps its last value, and
+// text that is not UTF-8 (or a lone \u surrogate) becomes U+FFFD. Each of those could make
+// two different payment references one, or pay a purchase from a field the operator did not
+// mean, so each is a 400 here.
 func decodeBody(r *http.Request, dst any, optional bool) error {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -29,6 +38,12 @@ func decodeBody(r *http.Request, dst any, optional bool) error {
 		}
 		return httpx.BadRequest("request body is required: a JSON object")
 	}
+	if err := domain.CheckJSONText(body); err != nil {
+		return httpx.BadRequest("request body: %v", err)
+	}
+	if err := exactFields(body, dst); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -36,6 +51,41 @@ func decodeBody(r *http.Request, dst any, optional bool) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return httpx.BadRequest("request body must hold a single JSON object")
+	}
+	return nil
+}
+
+// exactFields refuses a body object whose fields are not dst's JSON names exactly, or that
+// names a field twice. A body that is not an object is left to the decoder to refuse.
+func exactFields(body []byte, dst any) error {
+	known := map[string]bool{}
+	t := reflect.TypeOf(dst).Elem()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		known[name] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil // the decoder names what is wrong
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		name, _ := tok.(string)
+		switch {
+		case !known[name]:
+			return httpx.BadRequest("unknown field %q (field names are case-sensitive)", name)
+		case seen[name]:
+			return httpx.BadRequest("field %q appears more than once", name)
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil
+		}
 	}
 	return nil
 }

@@ -201,6 +201,9 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 		if bytes.IndexByte(text, 0) >= 0 || bytes.Contains(text, []byte(`\u0000`)) {
 			return Catalog{}, &ImportError{Line: line, Message: "NUL characters (\\u0000) are not allowed"}
 		}
+		if err := CheckJSONText(text); err != nil {
+			return Catalog{}, &ImportError{Line: line, Message: err.Error()}
+		}
 		if len(sc.Bytes()) > MaxImportLine {
 			return Catalog{}, &ImportError{Line: line, Message: "line is longer than 1 MiB"}
 		}

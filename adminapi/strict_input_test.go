@@ -1,0 +1,88 @@
+package adminapi_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A body encoding/json would decode only by altering it is refused: two payment references
+// or outage ids that differ must never be taken for one (docs/api.md, "Request bodies").
+func TestBodiesTheDecoderWouldAlterAreRefusedAndAddNothing(t *testing.T) {
+	f := newFixture(t)
+	acc := f.openAccount("Buyer")
+	f.issueKey(acc)
+	purchases := "/admin/accounts/" + acc + "/purchases"
+	f.expect(f.call("POST", purchases, `{"amount_cents":500,"payment_ref":"pay-1"}`), 201, "")
+	for _, c := range []struct{ path, body, names string }{
+		{purchases, `{"amount_cents":500,"payment_ref":"pay-\ud800"}`, `\ud800`},
+		{purchases, `{"amount_cents":500,"payment_ref":"pay-\udc00"}`, `\udc00`},
+		{purchases, "{\"amount_cents\":500,\"payment_ref\":\"p\xff\"}", "not UTF-8"},
+		{purchases, `{"amount_cents":500,"AMOUNT_CENTS":2500000,"payment_ref":"pay-2"}`, `"AMOUNT_CENTS"`},
+		{purchases, `{"Amount_Cents":500,"Payment_Ref":"pay-3"}`, `"Amount_Cents"`},
+		{purchases, `{"amount_cents":500,"amount_cents":2500000,"payment_ref":"pay-4"}`, `"amount_cents" appears more than once`},
+		{"/admin/bonus-grants", `{"outage_id":"o\ud800","credits":5}`, `\ud800`},
+		{"/admin/bonus-grants", `{"outage_id":"o1","Credits":5}`, `"Credits"`},
+		{"/admin/accounts", "{\"name\":\"Acme \xff\xfe\",\"email\":\"ops@acme.example\"}", "not UTF-8"},
+	} {
+		r := f.call("POST", c.path, c.body)
+		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, c.names) {
+			t.Errorf("POST %s %q: %d %s, want 400 naming %s", c.path, c.body, r.status, r.raw, c.names)
+		}
+	}
+	if b := num(f.call("GET", "/admin/accounts/"+acc, "").data()["balance"]); b != 1000 {
+		t.Errorf("balance %v after the refused bodies, want 1000 (the one purchase)", b)
+	}
+	// A surrogate pair is one character, and a different one from its neighbour.
+	f.expect(f.call("POST", purchases, `{"amount_cents":500,"payment_ref":"pay-\ud83d\ude00"}`), 201, "")
+	f.expect(f.call("POST", purchases, `{"amount_cents":500,"payment_ref":"pay-\ud83d\ude01"}`), 201, "")
+}
+
+// A catalog line that is not UTF-8, or holds a lone surrogate, is a bad line: 400 naming it,
+// and nothing of the batch applied.
+func TestAnImportLineTheDecoderWouldAlterIsRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, bad := range []string{
+		"{\"record\":\"town\",\"slug\":\"corbin\",\"name\":\"Corbin \xff\xfe\"}",
+		`{"record":"town","slug":"corbin","name":"Corbin \udc00"}`,
+	} {
+		body := `{"record":"town","slug":"berea","name":"Berea"}` + "\n" + bad + "\n"
+		r := f.call("POST", "/admin/catalog/import", body)
+		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, "line 2") {
+			t.Errorf("%q: %d %s, want 400 naming line 2", bad, r.status, r.raw)
+		}
+	}
+	var n int
+	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d events stored by refused batches", n)
+	}
+}
+
+// grace_until reads the same in the rotation's answer and in the account, whatever the
+// server's time zone: the admin API answers every instant in UTC.
+func TestGraceUntilIsShownInUTCWhateverTheServersZone(t *testing.T) {
+	saved := time.Local
+	time.Local = time.FixedZone("EST", -5*3600)
+	t.Cleanup(func() { time.Local = saved })
+
+	f := newFixture(t)
+	acc := f.openAccount("Rotator")
+	f.issueKey(acc)
+	issued := f.issueKey(acc)
+	found := false
+	for _, k := range f.call("GET", "/admin/accounts/"+acc, "").data()["keys"].([]any) {
+		k := k.(map[string]any)
+		if k["key_id"] == issued["rotated_key_id"] {
+			found = true
+			if k["grace_until"] != issued["grace_until"] {
+				t.Errorf("grace_until: the rotation answered %v, the account shows %v", issued["grace_until"], k["grace_until"])
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("the rotated key %v is not among the account's keys", issued["rotated_key_id"])
+	}
+}
