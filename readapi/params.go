@@ -27,14 +27,22 @@ var townAliases = map[string]string{
 // ResolveTown turns a town parameter into the canonical slug prefix it is matched by:
 // an alias resolves case-insensitively; any other name is slugified ("Bowling Green" and
 // "bowling-green" give the same slug), so a canonical slug passes through unchanged. ""
-// means any town.
+// (the parameter absent or blank) means any town. A name with no letter or digit a slug
+// can hold ("!!!", "東京") resolves to unmatchableTown: it matches nothing, like any other
+// town the catalog does not have, rather than being dropped and answering every town.
 func ResolveTown(town string) string {
 	key := strings.Join(strings.Fields(strings.ToLower(town)), " ")
 	if slug, ok := townAliases[key]; ok {
 		return slug
 	}
-	return domain.Slugify(key)
+	if slug := domain.Slugify(key); slug != "" || key == "" {
+		return slug
+	}
+	return unmatchableTown
 }
+
+// unmatchableTown is a prefix no town slug has: slugs are made of a-z, 0-9 and '-'.
+const unmatchableTown = "~"
 
 // paramLimits is the longest value, in bytes as sent (after percent-decoding), of each query
 // parameter a data route reads, and of the place id in the path. No valid value comes near

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5"
@@ -45,9 +46,15 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if err != nil {
 		return err
 	}
+	text := strings.TrimSpace(q.Get("q"))
+	if text != "" && len(placeindex.Words(text)) == 0 {
+		// A q with no word ("!!!") matches no place; dropped, it would list (and charge)
+		// the whole catalog.
+		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, false)
+	}
 	res, err := s.Index.List(r.Context(), placeindex.ListQuery{
 		TownPrefix: ResolveTown(q.Get("town")),
-		Q:          strings.TrimSpace(q.Get("q")),
+		Q:          text,
 		Limit:      limit,
 		Offset:     offset,
 	})
@@ -124,7 +131,10 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 
 // placeDetail answers GET /api/data/places/{placeId}.
 func (s *Server) placeDetail(w http.ResponseWriter, r *http.Request, c caller) error {
-	id := mux.Vars(r)["placeId"]
+	id, err := placeIDOf(r)
+	if err != nil {
+		return err
+	}
 	detail, ok, err := s.loadDetail(r.Context(), id)
 	if err != nil {
 		return err
@@ -137,7 +147,10 @@ func (s *Server) placeDetail(w http.ResponseWriter, r *http.Request, c caller) e
 
 // placeMenu answers GET /api/data/places/{placeId}/menu.
 func (s *Server) placeMenu(w http.ResponseWriter, r *http.Request, c caller) error {
-	id := mux.Vars(r)["placeId"]
+	id, err := placeIDOf(r)
+	if err != nil {
+		return err
+	}
 	menu, items, ok, err := s.loadMenu(r.Context(), id)
 	if err != nil {
 		return err
@@ -153,7 +166,10 @@ func (s *Server) placeMenu(w http.ResponseWriter, r *http.Request, c caller) err
 
 // placeReviews answers GET /api/data/places/{placeId}/reviews.
 func (s *Server) placeReviews(w http.ResponseWriter, r *http.Request, c caller) error {
-	id := mux.Vars(r)["placeId"]
+	id, err := placeIDOf(r)
+	if err != nil {
+		return err
+	}
 	summary, ok, err := s.loadReviews(r.Context(), id)
 	if err != nil {
 		return err
@@ -167,16 +183,30 @@ func (s *Server) placeReviews(w http.ResponseWriter, r *http.Request, c caller) 
 	return s.serveObject(w, r, c, domain.OpReviews, domain.ReviewsResource(id), summary)
 }
 
+// placeIDOf is the route's place id. An id no catalog record can have (not UTF-8, or
+// holding a NUL, which PostgreSQL text cannot store) is a place not found, answered
+// without a lookup.
+func placeIDOf(r *http.Request) (string, error) {
+	id := mux.Vars(r)["placeId"]
+	if !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0 {
+		return id, errPlaceNotFound(id)
+	}
+	return id, nil
+}
+
 // relatedPlaces answers GET /api/data/places/{placeId}/related: other places of the same
 // top-level category within relatedRadiusKm, nearest first. A place without coordinates
 // has no neighbours; the answer is an empty list, charged like any other.
 func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
-	id := mux.Vars(r)["placeId"]
+	id, err := placeIDOf(r)
+	if err != nil {
+		return err
+	}
 	var (
 		category string
 		lat, lng *float64
 	)
-	err := s.Pool.QueryRow(r.Context(), `SELECT category, latitude, longitude FROM rm_places WHERE place_id = $1`, id).
+	err = s.Pool.QueryRow(r.Context(), `SELECT category, latitude, longitude FROM rm_places WHERE place_id = $1`, id).
 		Scan(&category, &lat, &lng)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errPlaceNotFound(id)
