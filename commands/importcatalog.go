@@ -49,6 +49,67 @@ func (h ImportCatalog) Handle(ctx context.Context, r io.Reader, meta eventstore.
 	if err != nil {
 		return ImportResult{}, err
 	}
+	var res ImportResult
+	err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+		res, err = h.write(ctx, tx, cat, meta, h.now())
+		return err
+	})
+	if err != nil {
+		return ImportResult{}, err
+	}
+	return res, nil
+}
+
+// BatchError is the error of one batch of HandleBatches, and which one it was (from 0).
+type BatchError struct {
+	Batch int
+	Err   error
+}
+
+func (e *BatchError) Error() string { return e.Err.Error() }
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// HandleBatches imports n batches (the files of `kyapi import`) as one: in one transaction,
+// each batch read from open(i), validated and appended in turn, so that a bad line anywhere
+// applies nothing of any batch. A batch's records are in memory only while it is appended;
+// open may be called again for a batch when the transaction has to start over. The error of
+// a batch is a *BatchError saying which.
+func (h ImportCatalog) HandleBatches(ctx context.Context, n int, open func(i int) (io.ReadCloser, error), meta eventstore.Metadata) ([]ImportResult, error) {
+	var results []ImportResult
+	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+		results = make([]ImportResult, 0, n)
+		now := h.now()
+		for i := range n {
+			res, err := h.writeBatch(ctx, tx, open, i, meta, now)
+			if err != nil {
+				return &BatchError{Batch: i, Err: err}
+			}
+			results = append(results, res)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// writeBatch reads batch i from open, validates it and appends it in tx.
+func (h ImportCatalog) writeBatch(ctx context.Context, tx pgx.Tx, open func(i int) (io.ReadCloser, error), i int, meta eventstore.Metadata, now time.Time) (ImportResult, error) {
+	r, err := open(i)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	defer r.Close()
+	cat, err := domain.ParseCatalog(r)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	return h.write(ctx, tx, cat, meta, now)
+}
+
+// write appends the events of a validated batch in tx.
+func (h ImportCatalog) write(ctx context.Context, tx pgx.Tx, cat domain.Catalog, meta eventstore.Metadata, now time.Time) (ImportResult, error) {
 	appends, err := catalogAppends(cat)
 	if err != nil {
 		return ImportResult{}, err
@@ -61,34 +122,26 @@ func (h ImportCatalog) Handle(ctx context.Context, r io.Reader, meta eventstore.
 	for i, a := range appends {
 		streams[i] = a.stream
 	}
-	now := h.now()
-	err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		res.Created, res.Updated = 0, 0
-		heads, err := eventstore.OpenHeads(ctx, tx, true, streams...)
-		if err != nil {
-			return err
-		}
-		for start := 0; start < len(appends); start += catalogWriteChunk {
-			var b eventstore.Batch
-			for _, a := range appends[start:min(start+catalogWriteChunk, len(appends))] {
-				head := heads[a.stream]
-				if head.Version == 0 {
-					res.Created++
-				} else {
-					res.Updated++
-				}
-				if _, err := b.Add(head, now, eventstore.NewEvent{Type: a.typ, Payload: json.RawMessage(a.payload), Metadata: meta}); err != nil {
-					return err
-				}
-			}
-			if err := eventstore.Write(ctx, tx, &b); err != nil {
-				return fmt.Errorf("import: append catalog events: %w", err)
-			}
-		}
-		return nil
-	})
+	heads, err := eventstore.OpenHeads(ctx, tx, true, streams...)
 	if err != nil {
 		return ImportResult{}, err
+	}
+	for start := 0; start < len(appends); start += catalogWriteChunk {
+		var b eventstore.Batch
+		for _, a := range appends[start:min(start+catalogWriteChunk, len(appends))] {
+			head := heads[a.stream]
+			if head.Version == 0 {
+				res.Created++
+			} else {
+				res.Updated++
+			}
+			if _, err := b.Add(head, now, eventstore.NewEvent{Type: a.typ, Payload: json.RawMessage(a.payload), Metadata: meta}); err != nil {
+				return ImportResult{}, err
+			}
+		}
+		if err := eventstore.Write(ctx, tx, &b); err != nil {
+			return ImportResult{}, fmt.Errorf("import: append catalog events: %w", err)
+		}
 	}
 	return res, nil
 }

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +24,7 @@ import (
 
 func runImport(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kyapi import FILE... (NDJSON, decisions §9; - reads standard input)")
+		return fmt.Errorf("usage: kyapi import FILE... (NDJSON, docs/api.md, Catalog import; - reads standard input)")
 	}
 	_, pool, err := connect(ctx)
 	if err != nil {
@@ -30,21 +32,39 @@ func runImport(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	h := commands.ImportCatalog{Store: eventstore.New(pool), Clock: time.Now}
+	// The files are one batch: a bad line in any of them imports nothing of any. Standard
+	// input is read once and kept, since a batch may be read again (see HandleBatches).
+	var stdin []byte
 	for _, name := range args {
-		var r io.Reader = os.Stdin
-		if name != "-" {
-			f, err := os.Open(name)
-			if err != nil {
-				return err
+		if name == "-" && stdin == nil {
+			if stdin, err = io.ReadAll(os.Stdin); err != nil {
+				return fmt.Errorf("-: %w", err)
 			}
-			defer f.Close()
-			r = bufio.NewReaderSize(f, 1<<20)
 		}
-		res, err := h.Handle(ctx, r, eventstore.Metadata{Actor: "cli:import"})
+	}
+	open := func(i int) (io.ReadCloser, error) {
+		if args[i] == "-" {
+			return io.NopCloser(bytes.NewReader(stdin)), nil
+		}
+		f, err := os.Open(args[i])
 		if err != nil {
-			return fmt.Errorf("%s: %w (nothing of this file was imported)", name, err)
+			return nil, err
 		}
-		fmt.Printf("%s: %d towns, %d places, %d events (%d new, %d updated)\n", name, res.Towns, res.Places, res.Events, res.Created, res.Updated)
+		return struct {
+			io.Reader
+			io.Closer
+		}{bufio.NewReaderSize(f, 1<<20), f}, nil
+	}
+	results, err := h.HandleBatches(ctx, len(args), open, eventstore.Metadata{Actor: "cli:import"})
+	if err != nil {
+		var be *commands.BatchError
+		if errors.As(err, &be) {
+			return fmt.Errorf("%s: %w (nothing of any file was imported)", args[be.Batch], be.Err)
+		}
+		return fmt.Errorf("%w (nothing of any file was imported)", err)
+	}
+	for i, res := range results {
+		fmt.Printf("%s: %d towns, %d places, %d events (%d new, %d updated)\n", args[i], res.Towns, res.Places, res.Events, res.Created, res.Updated)
 	}
 	return nil
 }
