@@ -319,6 +319,12 @@ func RestoreArchived(ctx context.Context, tx pgx.Tx, a Archive, next func() (Eve
 	if _, err := tx.Exec(ctx, `CREATE TABLE `+ident+` (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`); err != nil {
 		return 0, fmt.Errorf("eventstore: create %s: %w", name, err)
 	}
+	// Attaching clones the append-only row triggers, not the TRUNCATE one: every partition
+	// gets its own, as kyapi_ensure_event_partitions gives the ones it creates.
+	if _, err := tx.Exec(ctx, `CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON `+ident+`
+		FOR EACH STATEMENT EXECUTE FUNCTION kyapi_append_only()`); err != nil {
+		return 0, fmt.Errorf("eventstore: protect %s: %w", name, err)
+	}
 	tag, err := tx.Exec(ctx, `INSERT INTO `+ident+` (position, transaction_id, version, recorded_at, stream_no, type, hash, payload, metadata)
 		SELECT r.position, r.transaction_id::xid8, r.version, r.recorded_at, s.stream_no, r.type, r.hash, r.payload::json, r.metadata::json
 		FROM restored_events r JOIN streams s ON s.stream_id = r.stream_id

@@ -157,3 +157,55 @@ func TestAFreshDatabaseIsAppendOnlyAndAuditsClean(t *testing.T) {
 		t.Fatalf("verify a fresh database: %+v, %v", drep, err)
 	}
 }
+
+// Partitions kyapi restore attached before it gave them the TRUNCATE trigger get one from the
+// migration: after it, no partition of the store can be emptied.
+func TestPartitionsRestoredWithoutTheTruncateTriggerGetIt(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDatabase(t)
+	pool, err := pgxpool.New(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyThrough(ctx, pool, "0017_sparse_events.sql"); err != nil {
+		t.Fatal(err)
+	}
+	// As restore used to: a partition made LIKE events and attached, nothing more.
+	if _, err := pool.Exec(ctx, `CREATE TABLE events_p_restored (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+		ALTER TABLE events ATTACH PARTITION events_p_restored FOR VALUES FROM (-1000) TO (1)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE events_p_restored`); err != nil {
+		t.Fatalf("before the migration the partition can be emptied, which is what it mends: %v", err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var unprotected []string
+	rows, err := pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'events'::regclass AND NOT EXISTS (SELECT 1 FROM pg_trigger t
+			WHERE t.tgrelid = c.oid AND t.tgname = 'events_no_truncate') ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		unprotected = append(unprotected, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(unprotected) != 0 {
+		t.Fatalf("partitions without the TRUNCATE trigger after migrating: %v", unprotected)
+	}
+	if _, err := pool.Exec(ctx, `TRUNCATE events_p_restored`); err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("TRUNCATE of the mended partition: %v, want the append-only refusal", err)
+	}
+}
