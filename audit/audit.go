@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -266,6 +267,7 @@ func readStreams(ctx context.Context, tx pgx.Tx, accountID string) ([]streamInfo
 // stream, between two positions.
 type unit struct {
 	streams  []streamInfo
+	lo, hi   int32 // the stream numbers it reads, inclusive
 	from, to int64 // positions, inclusive
 	segment  *segment
 }
@@ -292,46 +294,60 @@ const maxUnitStreams = 1000
 func (a *auditor) plan(ctx context.Context, tx pgx.Tx, streams []streamInfo) ([]unit, int64, error) {
 	var units []unit
 	var total int64
+	// A whole-store audit's units read every stream number there is, those with no row in
+	// streams too (see audit): each run of small streams reads from just above the stream
+	// before it up to just below the next, and the numbers below the first stream and above
+	// the last are read as well, by units of no stream when no run covers them.
+	wholeStore := a.opts.AccountID == ""
+	lo := int32(math.MinInt32)
 	first, curEvents := 0, int64(0) // the current unit is streams[first:i]
-	flush := func(i int) {
-		if i > first {
-			units = append(units, unit{streams: streams[first:i:i], from: a.opts.FromPosition, to: a.opts.ToPosition})
+	flush := func(i int, hi int32) {
+		switch {
+		case !wholeStore && i > first:
+			units = append(units, unit{streams: streams[first:i:i], lo: streams[first].head.No, hi: streams[i-1].head.No,
+				from: a.opts.FromPosition, to: a.opts.ToPosition})
+		case wholeStore && lo <= hi:
+			units = append(units, unit{streams: streams[first:i:i], lo: lo, hi: hi, from: a.opts.FromPosition, to: a.opts.ToPosition})
 		}
 		first, curEvents = i, 0
+		if hi < math.MaxInt32 {
+			lo = hi + 1
+		}
 	}
 	for i, s := range streams {
 		n := s.head.Version
 		total += n
 		if n <= a.opts.SegmentEvents {
 			if curEvents+n > a.opts.SegmentEvents || i-first >= maxUnitStreams {
-				flush(i)
+				flush(i, s.head.No-1)
 			}
 			curEvents += n
 			continue
 		}
-		flush(i)
+		flush(i, s.head.No-1)
 		bounds, err := segmentBounds(ctx, tx, s.head.No, a.opts.SegmentEvents)
 		if err != nil {
 			return nil, 0, err
 		}
-		lo := a.opts.FromPosition
+		from := a.opts.FromPosition
 		var segs []unit
 		for _, cut := range bounds {
-			if cut <= lo || cut > a.opts.ToPosition {
+			if cut <= from || cut > a.opts.ToPosition {
 				continue
 			}
-			segs = append(segs, unit{streams: streams[i : i+1 : i+1], from: lo, to: cut - 1})
-			lo = cut
+			segs = append(segs, unit{streams: streams[i : i+1 : i+1], lo: s.head.No, hi: s.head.No, from: from, to: cut - 1})
+			from = cut
 		}
-		segs = append(segs, unit{streams: streams[i : i+1 : i+1], from: lo, to: a.opts.ToPosition})
+		segs = append(segs, unit{streams: streams[i : i+1 : i+1], lo: s.head.No, hi: s.head.No, from: from, to: a.opts.ToPosition})
 		for j := range segs {
 			segs[j].segment = &segment{stream: s, index: j, last: j == len(segs)-1}
 		}
 		a.segments[s.head.No] = &segmented{parts: make([]*streamState, len(segs)), pending: len(segs)}
 		units = append(units, segs...)
 		first = i + 1
+		lo = s.head.No + 1
 	}
-	flush(len(streams))
+	flush(len(streams), math.MaxInt32)
 	return units, total, nil
 }
 
@@ -372,7 +388,7 @@ func (a *auditor) worker(ctx context.Context, pool *pgxpool.Pool, work <-chan un
 // audit checks one unit's events and, for whole streams, finishes them.
 func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	states := make(map[int32]*streamState, len(u.streams))
-	boundaries, err := eventstore.BoundariesBetween(ctx, tx, u.streams[0].head.No, u.streams[len(u.streams)-1].head.No)
+	boundaries, err := eventstore.BoundariesBetween(ctx, tx, u.lo, u.hi)
 	if err != nil {
 		return err
 	}
@@ -392,7 +408,7 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	}
 	rows, err := tx.Query(ctx, `SELECT position, transaction_id::text, stream_no, version, type, payload::text, metadata::text, recorded_at, hash
 		FROM events WHERE stream_no BETWEEN $1 AND $2 AND position BETWEEN $3 AND $4
-		ORDER BY stream_no, position`, u.streams[0].head.No, u.streams[len(u.streams)-1].head.No, u.from, u.to)
+		ORDER BY stream_no, position`, u.lo, u.hi, u.from, u.to)
 	if err != nil {
 		return err
 	}
@@ -403,12 +419,21 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 		payload, meta string
 		hash          []byte
 		n             int64
+		orphans       = map[int32]bool{} // numbers reported as belonging to no stream
 	)
 	// Rows are streamed: one is held at a time, whatever the number of events.
 	_, err = pgx.ForEachRow(rows, []any{&e.Position, &txText, &no, &e.Version, &e.Type, &payload, &meta, &e.RecordedAt, &hash}, func() error {
 		st := states[no]
 		if st == nil {
-			return nil // a stream outside the scope (an account audit's neighbours)
+			// In a whole-store audit the unit reads no other stream's numbers: this event
+			// belongs to no stream, and nothing else would ever read it. (An account audit
+			// reads its neighbours' events too, and skips them.)
+			if a.opts.AccountID == "" && !orphans[no] {
+				a.differ("stream number %d: inserted: events under a number with no row in streams (the first at position %d, %s v%d): they belong to no stream",
+					no, e.Position, e.Type, e.Version)
+				orphans[no] = true
+			}
+			return nil
 		}
 		txid, err := strconv.ParseUint(txText, 10, 64)
 		if err != nil {

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sort"
@@ -25,7 +26,9 @@ type DigestReport struct {
 // there, unchanged, in the chain of a head the digest holds. Each stream's chain is
 // recomputed from the events' content, not read from their stored hashes, so a history
 // rewritten and re-chained to match — write model and read models moved back with it — still
-// differs from the digest. workers (0: the number of CPUs) streams are checked at once.
+// differs from the digest. A stream with archived history is recomputed from its boundary
+// (the chain hash of its last archived event). Every stream number is read, those with no
+// row in streams too. workers (0: the number of CPUs) streams are checked at once.
 func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int) (DigestReport, error) {
 	rep := DigestReport{Streams: len(d.Heads)}
 	if workers <= 0 {
@@ -56,17 +59,32 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 		diffs = append(diffs, fmt.Sprintf(format, args...))
 		mu.Unlock()
 	}
-	// Streams in ranges of stream numbers holding about the same number of covered events.
+	// Archived history: a stream's chain is recomputed from its boundary, the chain hash of
+	// its last archived event, which the archive file's own hash vouches for.
+	boundaries, err := eventstore.BoundariesBetween(ctx, pool, math.MinInt32, math.MaxInt32)
+	if err != nil {
+		return rep, err
+	}
+	// Ranges of stream numbers holding about the same number of covered events. Together
+	// they cover every number, those of no stream too: an event inserted under a number with
+	// no row in streams is read, and differs.
 	var ranges [][2]int32
 	var perRange int64 = max(d.Events/int64(workers*4), 10_000)
 	var acc int64
-	start := 0
+	lo := int32(math.MinInt32)
 	for i, no := range nos {
 		acc += want[ids[no]].version + 1
 		if acc >= perRange || i == len(nos)-1 {
-			ranges = append(ranges, [2]int32{nos[start], no})
-			start, acc = i+1, 0
+			hi := no
+			if i == len(nos)-1 {
+				hi = math.MaxInt32
+			}
+			ranges = append(ranges, [2]int32{lo, hi})
+			lo, acc = no+1, 0
 		}
+	}
+	if len(ranges) == 0 {
+		ranges = [][2]int32{{math.MinInt32, math.MaxInt32}}
 	}
 	var events int64
 	seen := make(map[string]bool, len(d.Heads))
@@ -78,7 +96,7 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 		go func() {
 			defer wg.Done()
 			for r := range work {
-				if err := verifyRange(ctx, pool, d.Position, r, ids, want, &mu, seen, &events, differ); err != nil {
+				if err := verifyRange(ctx, pool, d.Position, r, ids, want, boundaries, &mu, seen, &events, differ); err != nil {
 					errs <- err
 					return
 				}
@@ -105,12 +123,20 @@ handOut:
 	if failed != nil {
 		return rep, failed
 	}
-	// Streams of the digest of which no event at or below its position is left.
+	// Streams of the digest of which no event at or below its position is left: the digest's
+	// head must then be the stream's archived boundary itself.
 	for _, h := range d.Heads {
-		if !seen[h.Stream] {
-			differ("stream %s: missing: the digest covers versions 1 to %d, the store holds none of them at or below position %d",
-				h.Stream, h.Version, d.Position)
+		if seen[h.Stream] {
+			continue
 		}
+		if b, ok := boundaries[h.Stream]; ok {
+			st := verifyState{id: h.Stream, want: want[h.Stream], inDigest: true}
+			st.startAt(b, differ)
+			st.finish(d.Position, differ)
+			continue
+		}
+		differ("stream %s: missing: the digest covers versions 1 to %d, the store holds none of them at or below position %d",
+			h.Stream, h.Version, d.Position)
 	}
 	rep.Events = events
 	rep.Differences = diffs
@@ -135,6 +161,21 @@ type verifyState struct {
 	edited   bool     // an event's stored hash already differed from its content: reported
 	broken   bool     // versions did not follow each other: reported
 	inserted bool     // an event beyond the digest's head: reported
+}
+
+// startAt starts the chain at the stream's archived boundary. A digest whose head lies
+// inside the archived history cannot be checked until the archive is restored: that is a
+// difference, named as such.
+func (s *verifyState) startAt(b eventstore.Boundary, differ func(string, ...any)) {
+	if !s.inDigest {
+		return
+	}
+	s.version, s.computed = b.Version, b.Hash
+	if s.want.version < b.Version {
+		differ("stream %s: archived: the digest covers versions 1 to %d, all archived since (the store starts after v%d); verify it after kyapi restore",
+			s.id, s.want.version, b.Version)
+		s.broken = true
+	}
 }
 
 func (s *verifyState) add(e *eventstore.Event, position int64, differ func(string, ...any)) {
@@ -189,7 +230,8 @@ func (s *verifyState) finish(position int64, differ func(string, ...any)) {
 
 // verifyRange checks the covered events of the streams numbered r[0] to r[1].
 func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]int32, ids map[int32]string,
-	want map[string]digestHead, mu *sync.Mutex, seen map[string]bool, events *int64, differ func(string, ...any)) error {
+	want map[string]digestHead, boundaries map[string]eventstore.Boundary, mu *sync.Mutex, seen map[string]bool, events *int64,
+	differ func(string, ...any)) error {
 	var cur *verifyState
 	var n int64
 	finish := func() {
@@ -210,6 +252,9 @@ func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]i
 			}
 			h, ok := want[id]
 			cur = &verifyState{no: no, id: id, want: h, inDigest: ok}
+			if b, archived := boundaries[id]; archived && known {
+				cur.startAt(b, differ)
+			}
 		}
 		cur.add(e, position, differ)
 		return nil
