@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
@@ -55,7 +56,7 @@ func serveList[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 }
 
 func (s *Server) serveFixed(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, resource string, data any, count *int) error {
-	res, err := s.charge(r, c, op, []string{resource})
+	res, err := s.charge(w, r, c, op, []string{resource})
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func (s *Server) serveFixed(w http.ResponseWriter, r *http.Request, c caller, op
 // serveRows charges a per-row operation, one resource per row in result order, and writes
 // the rows the charge served: paid now or already paid today.
 func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, resources []string, rows []T) error {
-	res, err := s.charge(r, c, op, resources)
+	res, err := s.charge(w, r, c, op, resources)
 	if err != nil {
 		return err
 	}
@@ -83,9 +84,18 @@ func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 	return writeMetered(w, op, res, data, &n)
 }
 
-func (s *Server) charge(r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
-	return s.Meter.Charge(r.Context(), commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
+// charge charges the request. Whatever the charge decided is then written in full, however
+// long it took: the server's write timeout started when the request was read, and a charge
+// that waited on the account's lock past it would be paid with no answer at all. So the
+// write deadline starts again once the charge is decided.
+func (s *Server) charge(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
+	res, err := s.Meter.Charge(r.Context(), commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWriteTimeout)) // not every writer has one
+	return res, err
 }
+
+// answerWriteTimeout bounds the writing of an answer once its charge is decided.
+const answerWriteTimeout = 30 * time.Second
 
 // writeMetered is the one place that builds meta and writes a metered success.
 func writeMetered(w http.ResponseWriter, op domain.Operation, res commands.ChargeResult, data any, count *int) error {
