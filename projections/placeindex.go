@@ -53,13 +53,18 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 	if !at.Less(to) {
 		return nil
 	}
-	if at != from {
-		return errCheckpointMoved
+	if at.Less(from) {
+		return errCheckpointMoved // the range does not hold the events before it
 	}
 	if events == nil {
 		if events, err = eventstore.ReadRangeOf(ctx, p.Pool, streamNames(p.Pool), from, to, placeTypes...); err != nil {
 			return err
 		}
+	}
+	if at != from {
+		// Another writer of this index (an Elasticsearch index is shared) moved its checkpoint
+		// into the range: what comes after it is still to apply.
+		events = memberEvents(events, from, at, nil, nil)
 	}
 	docs, err := PlaceDocsFromEvents(events)
 	if err != nil {
