@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,18 @@ type KeyCache struct {
 	// listening is true while Listen holds a connection that has run LISTEN: only then does
 	// the cache hear of every change.
 	listening atomic.Bool
+
+	// PingEvery is how long Listen waits for a notification before it checks that its
+	// connection still answers (each check may take as long again): a connection whose peer
+	// vanished without closing it (a network partition, a failover) would otherwise keep the
+	// cache trusted, deaf to every change, until TCP gave up on it. Default keyPingEvery;
+	// set it before Listen starts.
+	PingEvery time.Duration
 }
+
+// keyPingEvery bounds, twice over, how long a silently lost notification connection keeps
+// the cache trusted.
+const keyPingEvery = 5 * time.Second
 
 type cachedKey struct {
 	caller Caller
@@ -179,18 +191,42 @@ func (c *KeyCache) listenOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// A connection that stopped answering must not hold up the reconnect.
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		conn.Close(closing)
+	}()
 	if _, err := conn.Exec(ctx, `LISTEN `+KeysChangedChannel); err != nil {
 		return err
 	}
 	c.ForgetAll() // anything cached before now may have missed a notification
 	c.listening.Store(true)
 	defer c.listening.Store(false)
+	every := c.PingEvery
+	if every <= 0 {
+		every = keyPingEvery
+	}
 	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
+		wait, cancel := context.WithTimeout(ctx, every)
+		n, err := conn.WaitForNotification(wait)
+		cancel()
+		switch {
+		case err == nil:
+			c.Forget(n.Payload)
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case wait.Err() == nil:
+			return err // the connection failed
 		}
-		c.Forget(n.Payload)
+		// Quiet for a while: the connection must still answer, or the cache stops trusting it.
+		ping, cancel := context.WithTimeout(ctx, every)
+		err = conn.Ping(ping)
+		cancel()
+		if err != nil {
+			c.listening.Store(false)
+			return fmt.Errorf("key notifications: the connection stopped answering: %w", err)
+		}
 	}
 }

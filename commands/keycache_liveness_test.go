@@ -1,0 +1,166 @@
+package commands_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// silentProxy forwards TCP connections to a PostgreSQL server; freeze stops every connection
+// accepted so far from forwarding anything (in either direction) without closing it, as a
+// network partition does; connections accepted later work.
+type silentProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []*silentPipe
+}
+
+type silentPipe struct {
+	frozen chan struct{}
+	once   sync.Once
+}
+
+func newSilentProxy(t *testing.T, target string) *silentProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &silentProxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close() })
+	var open []net.Conn
+	var openMu sync.Mutex
+	t.Cleanup(func() {
+		openMu.Lock()
+		defer openMu.Unlock()
+		for _, c := range open {
+			_ = c.Close()
+		}
+	})
+	go func() {
+		for {
+			cc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			sc, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = cc.Close()
+				continue
+			}
+			openMu.Lock()
+			open = append(open, cc, sc)
+			openMu.Unlock()
+			pp := &silentPipe{frozen: make(chan struct{})}
+			p.mu.Lock()
+			p.conns = append(p.conns, pp)
+			p.mu.Unlock()
+			fwd := func(dst, src net.Conn) {
+				buf := make([]byte, 32<<10)
+				for {
+					n, err := src.Read(buf)
+					select {
+					case <-pp.frozen:
+						return // swallow, never close: the peer hears nothing
+					default:
+					}
+					if n > 0 {
+						if _, werr := dst.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						select {
+						case <-pp.frozen:
+							return
+						default:
+						}
+						_ = dst.Close()
+						return
+					}
+				}
+			}
+			go fwd(sc, cc)
+			go fwd(cc, sc)
+		}
+	}()
+	return p
+}
+
+// freeze partitions every connection accepted so far.
+func (p *silentProxy) freeze() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.once.Do(func() { close(c.frozen) })
+	}
+	return len(p.conns)
+}
+
+func (p *silentProxy) url(t *testing.T, dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = p.ln.Addr().String()
+	return u.String()
+}
+
+// A notification connection that goes silent — its peer gone without closing it, as in a
+// network partition or a failover — is found out by Listen's ping: the cache stops trusting
+// itself and empties, and once the process reaches the database again it refuses a key
+// revoked meanwhile.
+func TestAKeyCacheWhoseListenConnectionWentSilentStopsTrustingItself(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	u, _ := url.Parse(dbURL)
+	proxy := newSilentProxy(t, u.Host)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk)
+	b := newStack(t, proxy.url(t, dbURL), clk) // process B reaches PostgreSQL through the proxy
+	accountID, key := fundedAccount(t, a, 500)
+	hash := domain.HashKey(key.APIKey)
+
+	keys := b.meter.Keys()
+	keys.PingEvery = 100 * time.Millisecond
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go keys.Listen(listenCtx, nil)
+	for !keys.Listening() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := b.meter.Authenticate(ctx, hash); err != nil { // cached now
+		t.Fatal(err)
+	}
+
+	// The network between B and PostgreSQL drops every connection B holds without a FIN or
+	// RST; the server ends the listening backend. A revokes the key.
+	proxy.freeze()
+	if _, err := a.pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND query ILIKE 'LISTEN%'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.accounts.RevokeKey(ctx, accountID, key.KeyID, "compromised", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	// B's ping goes unanswered: the cache stops trusting itself. (Without the ping it stays
+	// trusted, and this loop never ends.)
+	for keys.Listening() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The partition heals for new connections; B's pool drops the ones it lost.
+	b.pool.Reset()
+	for !keys.Listening() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := b.meter.Authenticate(ctx, hash); !errors.Is(err, domain.ErrKeyRevoked) {
+		t.Fatalf("B authenticates the key revoked while its connection was silent: %v", err)
+	}
+}
