@@ -63,6 +63,7 @@ func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err 
 		d := PlaceDoc(domain.Place{PlaceRow: domain.PlaceRow{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category,
 			TownSlug: f.TownSlug, Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount,
 			SEODescription: f.SEODescription}, Description: f.Description})
+		d.Version = e.Version
 		if i, ok := at[d.PlaceID]; ok {
 			if e.Version >= version[d.PlaceID] {
 				docs[i], version[d.PlaceID] = d, e.Version

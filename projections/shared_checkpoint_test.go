@@ -127,4 +127,3 @@ func TestACatchUpRacingAnotherProcesssRouterEndsWhereItShould(t *testing.T) {
 		})
 	}
 }
-

@@ -32,6 +32,11 @@ type Doc struct {
 	TownSlug    string    // may be ""
 	Location    *GeoPoint // nil when the place has no coordinates (never matches geo search)
 	RatingCount int
+	// Version is the place stream's version the document was made from. An upsert never
+	// replaces a document of a higher version: imports that commit out of version order
+	// (a transaction that took its id first, then waited for a head lock) reach the index
+	// newest first, and must not end on the older one. 0 is no version: always applied.
+	Version int64
 }
 
 // ListQuery selects places for the place list.

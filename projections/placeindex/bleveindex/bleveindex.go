@@ -55,6 +55,10 @@ type generation struct {
 	bleve   bleve.Index
 	points  *grid
 	ranking *ranking
+	// versions is each place's version as indexed (placeindex.Doc.Version), so an
+	// upsert can leave out documents older than what the index holds. Indexes built
+	// before versions were stored start without them and learn them as they go.
+	versions map[string]int64
 	// writeMu keeps the bleve batch and the memory updates of one Upsert
 	// together, so concurrent Upserts cannot apply in different orders.
 	writeMu sync.Mutex
@@ -237,7 +241,7 @@ func createGeneration(dir, name string) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: creating %s: %w", name, err)
 	}
-	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking()}, nil
+	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}, nil
 }
 
 func openGeneration(dir, name string) (*generation, error) {
@@ -245,7 +249,7 @@ func openGeneration(dir, name string) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: opening %s: %w", name, err)
 	}
-	g := &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking()}
+	g := &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}
 	if err := g.loadMemory(); err != nil {
 		g.close()
 		return nil, err
@@ -264,13 +268,18 @@ func (g *generation) Upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
 	b := g.bleve.NewBatch()
+	newer := docs[:0:0]
 	for _, d := range docs {
 		if d.PlaceID == "" {
 			return errors.New("bleveindex: upsert: doc without PlaceID")
 		}
+		if d.Version > 0 && d.Version < g.versions[d.PlaceID] {
+			continue // the index holds a newer version
+		}
 		if err := b.Index(d.PlaceID, document(d)); err != nil {
 			return fmt.Errorf("bleveindex: upsert %s: %w", d.PlaceID, err)
 		}
+		newer = append(newer, d)
 	}
 	for _, id := range deleteIDs {
 		b.Delete(id)
@@ -279,8 +288,16 @@ func (g *generation) Upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 	if err := g.bleve.Batch(b); err != nil {
 		return fmt.Errorf("bleveindex: upsert: %w", err)
 	}
-	g.points.apply(docs, deleteIDs)
-	g.ranking.apply(docs, deleteIDs)
+	for _, d := range newer {
+		if d.Version > 0 {
+			g.versions[d.PlaceID] = d.Version
+		}
+	}
+	for _, id := range deleteIDs {
+		delete(g.versions, id)
+	}
+	g.points.apply(newer, deleteIDs)
+	g.ranking.apply(newer, deleteIDs)
 	return nil
 }
 
@@ -320,7 +337,7 @@ func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeind
 // loadMemory fills the grid and the ranking from the stored documents,
 // paging through them in place_id order.
 func (g *generation) loadMemory() error {
-	fields := []string{fieldCategory, fieldLat, fieldLng, fieldTownSlug, fieldRatingCount}
+	fields := []string{fieldCategory, fieldLat, fieldLng, fieldTownSlug, fieldRatingCount, fieldVersion}
 	var after []string
 	for {
 		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), loadPage, 0, false)
@@ -337,6 +354,9 @@ func (g *generation) loadMemory() error {
 			town, _ := h.Fields[fieldTownSlug].(string)
 			rating, _ := h.Fields[fieldRatingCount].(float64)
 			g.ranking.put(ranked{id: h.ID, town: town, rating: int(rating)})
+			if v, ok := h.Fields[fieldVersion].(float64); ok {
+				g.versions[h.ID] = int64(v)
+			}
 			lat, okLat := h.Fields[fieldLat].(float64)
 			lng, okLng := h.Fields[fieldLng].(float64)
 			if !okLat || !okLng {

@@ -27,6 +27,7 @@ const (
 	fieldRatingCount = "rating_count"
 	fieldLat         = "lat"
 	fieldLng         = "lng"
+	fieldVersion     = "version" // the place stream's version, stored only (placeindex.Doc.Version)
 	// Edge n-grams of the words of name, category and description make
 	// "bourb" an exact term lookup instead of a prefix scan over the dictionary.
 	fieldNameGrams        = "name_ng"
@@ -126,6 +127,7 @@ func newMapping() (mapping.IndexMapping, error) {
 	doc.AddFieldMappingsAt(fieldRatingCount, storedNumber(true))
 	doc.AddFieldMappingsAt(fieldLat, storedNumber(false))
 	doc.AddFieldMappingsAt(fieldLng, storedNumber(false))
+	doc.AddFieldMappingsAt(fieldVersion, storedNumber(false))
 	doc.AddFieldMappingsAt(fieldNameGrams, textField(analyzerGrams))
 	doc.AddFieldMappingsAt(fieldCategoryGrams, textField(analyzerGrams))
 	doc.AddFieldMappingsAt(fieldDescriptionGrams, textField(analyzerGrams))
@@ -156,6 +158,9 @@ func document(d placeindex.Doc) map[string]any {
 	if d.Location != nil {
 		doc[fieldLat] = d.Location.Lat
 		doc[fieldLng] = d.Location.Lng
+	}
+	if d.Version > 0 {
+		doc[fieldVersion] = float64(d.Version)
 	}
 	return doc
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/operator"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/refresh"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/sortorder"
+	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/versiontype"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
@@ -172,7 +173,12 @@ func (x *Index) write(ctx context.Context, index string, docs []placeindex.Doc, 
 			if d.PlaceID == "" {
 				return errors.New("elasticindex: upsert: doc without PlaceID")
 			}
-			if err := req.IndexOp(types.IndexOperation{Id_: &d.PlaceID}, toSource(d)); err != nil {
+			op := types.IndexOperation{Id_: &d.PlaceID}
+			if d.Version > 0 {
+				// The stream's version as the document's: Elasticsearch keeps the newer one.
+				op.Version, op.VersionType = &d.Version, &versiontype.Externalgte
+			}
+			if err := req.IndexOp(op, toSource(d)); err != nil {
 				return fmt.Errorf("elasticindex: upsert %s: %w", d.PlaceID, err)
 			}
 		}
@@ -196,15 +202,17 @@ func (x *Index) write(ctx context.Context, index string, docs []placeindex.Doc, 
 	return nil
 }
 
-// bulkError reports the first failed item; deleting a missing place is not a
-// failure, since re-applying a batch must be harmless.
+// bulkError reports the first failed item. Deleting a missing place is not a
+// failure, since re-applying a batch must be harmless; nor is a version conflict
+// on indexing, which means the index already holds a newer version of the place.
 func bulkError(res *bulk.Response) error {
 	if !res.Errors {
 		return nil
 	}
 	for _, item := range res.Items {
 		for op, r := range item {
-			if r.Error == nil || (op.Name == "delete" && r.Status == http.StatusNotFound) {
+			if r.Error == nil || (op.Name == "delete" && r.Status == http.StatusNotFound) ||
+				(op.Name == "index" && r.Status == http.StatusConflict) {
 				continue
 			}
 			id := ""

@@ -164,3 +164,20 @@ func TestRebuildFillsRefreshesThenMovesTheAliasAndDropsTheOldGeneration(t *testi
 		t.Errorf("upsert after rebuild went to %v, want the new generation places-4", f.requests)
 	}
 }
+
+// A versioned document is indexed with its stream version as an external version, so
+// Elasticsearch keeps the newer of two versions whatever order they arrive in.
+func TestUpsertIndexesWithTheStreamVersionAsAnExternalVersion(t *testing.T) {
+	idx, f := openFake(t)
+	ctx := context.Background()
+	docs := []placeindex.Doc{{PlaceID: "p1", Name: "One", Category: "food", Version: 7}, {PlaceID: "p2", Name: "Two", Category: "food"}}
+	if err := idx.Upsert(ctx, docs, nil, "cp-1"); err != nil {
+		t.Fatalf("Upsert: %v", err)
+	}
+	bulk := f.bodies["POST /places-3/_bulk"]
+	for _, want := range []string{`{"index":{"_id":"p1","version":7,"version_type":"external_gte"}}`, `{"index":{"_id":"p2"}}`} {
+		if !strings.Contains(bulk, want) {
+			t.Errorf("bulk body lacks %s:\n%s", want, bulk)
+		}
+	}
+}

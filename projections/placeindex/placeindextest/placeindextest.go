@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) placeindex.Index, opts ...Option)
 	t.Run("limit and offset page the results while Total counts every match", s.listPages)
 	t.Run("upsert replaces an existing place instead of duplicating it", s.upsertReplaces)
 	t.Run("re-applying the same batch is harmless", s.upsertIdempotent)
+	t.Run("an upsert never replaces a newer version of a place", s.upsertKeepsNewerVersion)
 	t.Run("delete removes a place from list and near", s.deleteRemoves)
 	t.Run("checkpoint is empty on a new index and round-trips", s.checkpointRoundTrips)
 	if s.reopen != nil {
@@ -287,6 +288,34 @@ func (s *suite) upsertReplaces(t *testing.T) {
 		t.Errorf("old location still matches: %v", ids(r))
 	}
 	wantIDs(t, "moved location", mustNear(t, idx, placeindex.GeoQuery{Center: center, RadiusKm: 31, Limit: 10}), "p-proof")
+}
+
+func (s *suite) upsertKeepsNewerVersion(t *testing.T) {
+	idx := s.open(t)
+	newest := placeindex.Doc{PlaceID: "p-v", Name: "Zebra Newest", Category: "food.cafe", TownSlug: "paris", Location: &center, Version: 2}
+	older := placeindex.Doc{PlaceID: "p-v", Name: "Yak Older", Category: "food.cafe", TownSlug: "paris", Location: offset(center, 30, 0), Version: 1}
+	mustUpsert(t, idx, []placeindex.Doc{newest}, nil, "c1")
+	mustUpsert(t, idx, []placeindex.Doc{older}, nil, "c2")
+	check := func(when string) {
+		t.Helper()
+		wantIDs(t, when+": the newer name", mustList(t, idx, placeindex.ListQuery{Q: "zebra", Limit: 10}), "p-v")
+		wantIDs(t, when+": not the older name", mustList(t, idx, placeindex.ListQuery{Q: "yak", Limit: 10}))
+		wantIDs(t, when+": the newer location", mustNear(t, idx, placeindex.GeoQuery{Center: center, RadiusKm: 1, Limit: 10}), "p-v")
+	}
+	check("after the older version")
+	if cp, err := idx.Checkpoint(context.Background()); err != nil || cp != "c2" {
+		t.Errorf("checkpoint %q, %v; want c2 even though its document was older", cp, err)
+	}
+	if s.reopen != nil {
+		idx = s.reopen(t, idx)
+		mustUpsert(t, idx, []placeindex.Doc{older}, nil, "c3")
+		check("after reopening")
+	}
+	// The same version again applies (a redelivery), and so does a newer one.
+	newer := newest
+	newer.Name, newer.Version = "Zebra Renamed", 3
+	mustUpsert(t, idx, []placeindex.Doc{newer}, nil, "c4")
+	wantIDs(t, "a newer version", mustList(t, idx, placeindex.ListQuery{Q: "renamed", Limit: 10}), "p-v")
 }
 
 func (s *suite) upsertIdempotent(t *testing.T) {
