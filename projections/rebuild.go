@@ -29,6 +29,12 @@ func (p SQL) Rebuild(ctx context.Context, batchSize int, report func(applied int
 		}
 		return CatchUp(ctx, p.Pool, p, batchSize, report)
 	}
+	// The head must be visible before the checkpoint row is locked: a serving process's
+	// group may hold a transaction (with an id below the head's events) that waits for this
+	// very row, and waiting for the head under the lock would wait for it forever.
+	if _, err := eventstore.SettledPosition(ctx, p.Pool); err != nil {
+		return 0, err
+	}
 	head, err := eventstore.GlobalHead(ctx, p.Pool)
 	if err != nil {
 		return 0, err
