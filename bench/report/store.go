@@ -57,9 +57,11 @@ type grantRun struct {
 }
 
 type growthResult struct {
-	AccountID string       `json:"account_id"`
-	Reps      int          `json:"reps"`
-	Steps     []growthStep `json:"steps"`
+	AccountID       string       `json:"account_id"`
+	ReferenceID     string       `json:"reference_id"`
+	ReferenceEvents int64        `json:"reference_events"`
+	Reps            int          `json:"reps"`
+	Steps           []growthStep `json:"steps"`
 }
 
 type growthStep struct {
@@ -368,6 +370,15 @@ func (r *report) growth() {
 	r.p("alike (median shown; p90 and max in the raw results), and `kyapi audit` runs over")
 	r.p("the whole store (duration, events/s, peak RSS of the process from its rusage). The store also holds")
 	r.p("the catalog, the benchmark's other accounts and their charges (\"store events\").")
+	ref := g.ReferenceEvents > 0 && len(last.Reads["ref_account"].Path) > 0
+	if ref {
+		r.p("")
+		r.p("Beside it, a reference account with a %s-event history written the same way before the first size", thousands(float64(g.ReferenceEvents)))
+		r.p("is read at every size too, in the same rounds: \"long / short\" divides the growing account's time by the")
+		r.p("reference's in the same store at the same moment. That is the history's own cost; \"largest / smallest\"")
+		r.p("also carries what a store %s× larger and the machine at that moment do to every read alike.",
+			fmt.Sprintf("%.1f", float64(last.Audit.Events)/float64(max(first.Audit.Events, 1))))
+	}
 	r.p("")
 	head := "| | "
 	sep := "|---|"
@@ -383,13 +394,22 @@ func (r *report) growth() {
 			line += fmt.Sprintf(format, f(s)) + " | "
 		}
 		ratio := "—"
-		if f(first) > 0 {
+		if f(first) > 0 && !strings.HasSuffix(format, "×") {
 			ratio = fmt.Sprintf("%.2f×", f(last)/f(first))
 		}
 		r.p("%s%s |", line, ratio)
 	}
 	for _, rd := range growthReads {
 		row(rd.name+", ms", func(s growthStep) float64 { return s.Reads[rd.key].P50ms }, "%.2f")
+		if ref {
+			row("the same, reference account, ms", func(s growthStep) float64 { return s.Reads["ref_"+rd.key].P50ms }, "%.2f")
+			row("long / short (same store)", func(s growthStep) float64 {
+				if b := s.Reads["ref_"+rd.key].P50ms; b > 0 {
+					return s.Reads[rd.key].P50ms / b
+				}
+				return 0
+			}, "%.2f×")
+		}
 	}
 	row("`kyapi audit`, s", func(s growthStep) float64 { return s.Audit.Seconds }, "%.1f")
 	row("`kyapi audit`, events/s", func(s growthStep) float64 { return s.Audit.EventsPerSec }, "%.0f")
@@ -429,6 +449,9 @@ func (r *report) growth() {
 		n0 := len(r.targets)
 		if a > 0 {
 			r.check(fmt.Sprintf("%s at %s events / at %s", rd.name, at, thousands(float64(first.Events))), "≤ 2×", b/a, 2, false, "×")
+		}
+		if c := last.Reads["ref_"+rd.key].P50ms; ref && c > 0 {
+			r.check(fmt.Sprintf("%s, %s-event account / %s-event account in the same store", rd.name, at, thousands(float64(g.ReferenceEvents))), "≤ 2×", b/c, 2, false, "×")
 		}
 		r.check(fmt.Sprintf("%s at %s events", rd.name, at), "< 10 ms", b, 10, false, "ms")
 		for _, t := range r.targets[n0:] {

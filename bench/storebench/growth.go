@@ -30,9 +30,15 @@ import (
 // growthResult is the growth benchmark: one account's history at each size, and what the
 // operators' reads and the audit cost there.
 type growthResult struct {
-	AccountID string       `json:"account_id"`
-	Reps      int          `json:"reps"`
-	Steps     []growthStep `json:"steps"`
+	AccountID string `json:"account_id"`
+	// The reference: an account with the smallest size's history, opened beside it; its
+	// reads ("ref_" + the read's name) are timed with the growing account's at every size,
+	// in the same store, so that a ratio of the two leaves out what the store's growth and
+	// the machine's moods do to both.
+	ReferenceID     string       `json:"reference_id"`
+	ReferenceEvents int64        `json:"reference_events"`
+	Reps            int          `json:"reps"`
+	Steps           []growthStep `json:"steps"`
 }
 
 type growthStep struct {
@@ -123,6 +129,33 @@ func runGrowth(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	// The reference account: the same opening, and the smallest size's history, spread
+	// over the same span at the same spacing, so the early instant lies in it too.
+	refID, err := acc.OpenAccount(ctx, "Growth reference", "growth-reference@bench.example", meta)
+	if err != nil {
+		return err
+	}
+	if _, err := acc.IssueKey(ctx, refID, meta); err != nil {
+		return err
+	}
+	if _, err := acc.Purchase(ctx, refID, domain.MaxPurchaseCents, "growth-reference-"+refID, meta); err != nil {
+		return err
+	}
+	for charged := int64(0); charged < sizes[0]; {
+		n := min(growthChunk, sizes[0]-charged)
+		if err := appendCharges(ctx, store, refID, charged, n, start.Add(time.Minute), spacing); err != nil {
+			return err
+		}
+		charged += n
+	}
+	var refEvents, refLastAfter int64
+	if err := pool.QueryRow(ctx, `SELECT s.version FROM streams s JOIN accounts a USING (stream_no) WHERE a.account_id = $1`, refID).Scan(&refEvents); err != nil {
+		return err
+	}
+	if err := pool.QueryRow(ctx, `SELECT e.position FROM events e JOIN accounts a USING (stream_no)
+		WHERE a.account_id = $1 ORDER BY e.position DESC OFFSET 100 LIMIT 1`, refID).Scan(&refLastAfter); err != nil {
+		return err
+	}
 	var base int64 // events before the charges: opened, key, purchases
 	if err := pool.QueryRow(ctx, `SELECT s.version FROM streams s JOIN accounts a USING (stream_no) WHERE a.account_id = $1`, id).Scan(&base); err != nil {
 		return err
@@ -132,7 +165,7 @@ func runGrowth(ctx context.Context, args []string) error {
 	early := min(5000, sizes[0]/2)
 	earlyAt := start.Add(time.Minute + time.Duration(early)*spacing + spacing/2)
 
-	res := growthResult{AccountID: id, Reps: *reps}
+	res := growthResult{AccountID: id, ReferenceID: refID, ReferenceEvents: refEvents, Reps: *reps}
 	fmt.Printf("growth: account %s, sizes %v\n", id, sizes)
 	var charged int64
 	for _, size := range sizes {
@@ -179,13 +212,16 @@ func runGrowth(ctx context.Context, args []string) error {
 			WHERE a.account_id = $1 ORDER BY e.position DESC OFFSET 100 LIMIT 1`, id).Scan(&lastAfter); err != nil {
 			return err
 		}
-		acctURL := strings.TrimRight(*adminURL, "/") + "/admin/accounts/" + id
-		reads := []growthRead{
-			{"account", acctURL},
-			{"balance_at_early", acctURL + "/balance-at?at=" + url.QueryEscape(earlyAt.Format(time.RFC3339Nano))},
-			{"ledger_first", acctURL + "/ledger?limit=100"},
-			{"ledger_last", acctURL + "/ledger?limit=100&after=" + strconv.FormatInt(lastAfter, 10)},
+		readsOf := func(prefix, id string, lastAfter int64) []growthRead {
+			acctURL := strings.TrimRight(*adminURL, "/") + "/admin/accounts/" + id
+			return []growthRead{
+				{prefix + "account", acctURL},
+				{prefix + "balance_at_early", acctURL + "/balance-at?at=" + url.QueryEscape(earlyAt.Format(time.RFC3339Nano))},
+				{prefix + "ledger_first", acctURL + "/ledger?limit=100"},
+				{prefix + "ledger_last", acctURL + "/ledger?limit=100&after=" + strconv.FormatInt(lastAfter, 10)},
+			}
 		}
+		reads := append(readsOf("", id, lastAfter), readsOf("ref_", refID, refLastAfter)...)
 		if step.Reads, err = timeReads(ctx, reads, *token, *reps); err != nil {
 			return fmt.Errorf("reads at %d events: %w", size, err)
 		}
