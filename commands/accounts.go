@@ -228,6 +228,12 @@ func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, e
 		if err := rows.Scan(&k.ID, &k.No, &k.Last4, &k.State, &k.IssuedAt, &k.GraceUntil); err != nil {
 			return nil, err
 		}
+		// In UTC, as every instant the admin API and the console show: pgx gives the local zone.
+		k.IssuedAt = k.IssuedAt.UTC()
+		if k.GraceUntil != nil {
+			g := k.GraceUntil.UTC()
+			k.GraceUntil = &g
+		}
 		keys = append(keys, k)
 	}
 	return keys, rows.Err()

@@ -63,7 +63,7 @@ func (v Views) SearchAccounts(ctx context.Context, q string, now time.Time, limi
 		_, err = pgx.ForEachRow(rows, []any{&k.AccountID, &k.ID, &k.No, &k.Last4, &k.State, &k.IssuedAt, &k.GraceUntil}, func() error {
 			i := byID[k.AccountID]
 			out[i].Keys = append(out[i].Keys, KeyView{KeyID: k.ID, Prefix: domain.KeyPrefix, Last4: k.Last4,
-				State: k.StateAt(now), GraceUntil: k.GraceUntil, IssuedAt: k.IssuedAt.UTC()})
+				State: k.StateAt(now), GraceUntil: k.GraceUntil, IssuedAt: k.IssuedAt})
 			return nil
 		})
 		return err

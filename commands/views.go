@@ -71,7 +71,7 @@ func (v Views) Account(ctx context.Context, accountID string, now time.Time) (Ac
 		keys, err := loadKeys(ctx, tx, accountID)
 		for _, k := range keys {
 			out.Keys = append(out.Keys, KeyView{KeyID: k.ID, Prefix: domain.KeyPrefix, Last4: k.Last4,
-				State: k.StateAt(now), GraceUntil: utcOrNil(k.GraceUntil), IssuedAt: k.IssuedAt.UTC()})
+				State: k.StateAt(now), GraceUntil: k.GraceUntil, IssuedAt: k.IssuedAt})
 		}
 		return err
 	})
@@ -381,13 +381,4 @@ func balanceAt(ctx context.Context, tx pgx.Tx, stream string, at time.Time) (int
 	}
 	state, err := archive.DecodeAccountState(b.Account)
 	return state.Balance, err
-}
-
-// utcOrNil is *t in UTC, as every instant the admin API answers; nil stays nil.
-func utcOrNil(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
 }
