@@ -225,7 +225,6 @@ func (c *KeyCache) listenOnce(ctx context.Context) error {
 		err = conn.Ping(ping)
 		cancel()
 		if err != nil {
-			c.listening.Store(false)
 			return fmt.Errorf("key notifications: the connection stopped answering: %w", err)
 		}
 	}

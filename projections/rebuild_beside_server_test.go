@@ -1,11 +1,9 @@
 package projections_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
@@ -19,45 +17,20 @@ import (
 // deadlock detector cannot see. The rebuild waits for the head before it locks.
 func TestAUsageRebuildBesideAServingProcessEnds(t *testing.T) {
 	pool := pgtest.NewPool(t)
-	acc := commands.Accounts{Store: eventstore.New(pool), Clock: fixedClock}
-	open := func(i int) {
-		if _, err := acc.OpenAccount(bg, fmt.Sprint("Co ", i), fmt.Sprintf("c%d@test.example", i), eventstore.Metadata{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	open(0)
+	openAccounts(t, pool, 0, 1)
 	waitVisible(t, pool)
 	live := projections.All(pool, nil, time.Now)[0]
 	first, n, err := eventstore.NextBatch(bg, pool, eventstore.Position{}, 1000)
 	if err != nil || n == 0 {
 		t.Fatal(n, err)
 	}
-	if _, err := pool.Exec(bg, `INSERT INTO projection_checkpoints (name) VALUES ('account_days'), ('balances'), ('usage') ON CONFLICT DO NOTHING`); err != nil {
-		t.Fatal(err)
-	}
 	// The group's transaction stops between its locks (a stand-in for the scheduler):
 	// something else holds balances' row.
-	holder, err := pool.Begin(bg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Rollback(bg)
-	if _, err := holder.Exec(bg, `SELECT 1 FROM projection_checkpoints WHERE name = 'balances' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdCheckpoint(t, pool, "balances")
 	liveDone := make(chan error, 1)
 	go func() { liveDone <- live.Handle(bg, eventstore.Position{}, first) }()
-	for { // the group holds account_days, has its transaction id, and waits for balances
-		var w int
-		if err := pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w); err != nil {
-			t.Fatal(err)
-		}
-		if w >= 1 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	open(1) // an event with a higher transaction id than the group's: the rebuild's head
+	waitLockWaiters(t, pool, 1) // the group holds account_days, has its transaction id, and waits for balances
+	openAccounts(t, pool, 1, 1) // an event with a higher transaction id than the group's: the rebuild's head
 	rbDone := make(chan error, 1)
 	go func() {
 		_, err := projections.SQL{Pool: pool, Applier: projections.Usage{}}.Rebuild(bg, 1000, nil)

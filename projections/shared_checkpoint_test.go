@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/commands"
@@ -53,51 +54,24 @@ func TestACatchUpRacingAnotherProcesssRouterEndsWhereItShould(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := pgtest.NewPool(t)
-			acc := commands.Accounts{Store: eventstore.New(pool), Clock: fixedClock}
-			for i := range 4 {
-				if _, err := acc.OpenAccount(bg, fmt.Sprint("Co ", i), fmt.Sprintf("c%d@test.example", i), eventstore.Metadata{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			openAccounts(t, pool, 0, 4)
 			waitVisible(t, pool)
 			live := projections.All(pool, nil, time.Now)[0] // the other process's router: a Group
 			mid, n, err := eventstore.NextBatch(bg, pool, eventstore.Position{}, 2)
 			if err != nil || n != 2 {
 				t.Fatal(n, err)
 			}
-			if _, err := pool.Exec(bg, `INSERT INTO projection_checkpoints (name) VALUES ('account_days'), ('balances'), ('usage') ON CONFLICT DO NOTHING`); err != nil {
-				t.Fatal(err)
-			}
 			// Hold the checkpoint row so that both appliers queue behind it in a known order.
-			holder, err := pool.Begin(bg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Rollback(bg)
-			if _, err := holder.Exec(bg, `SELECT 1 FROM projection_checkpoints WHERE name = $1 FOR UPDATE`, tc.lock); err != nil {
-				t.Fatal(err)
-			}
-			waiting := func(want int) {
-				for {
-					var w int
-					if err := pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w); err != nil {
-						t.Fatal(err)
-					}
-					if w >= want {
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
+			holder := holdCheckpoint(t, pool, tc.lock)
 			liveDone := make(chan error, 1)
 			go func() { liveDone <- live.Handle(bg, eventstore.Position{}, mid) }()
-			waiting(1)
+			waitLockWaiters(t, pool, 1)
 			cuDone := make(chan error, 1)
 			go func() {
 				_, err := projections.CatchUp(bg, pool, tc.catchUp(pool), 5000, nil)
 				cuDone <- err
 			}()
-			waiting(2)
+			waitLockWaiters(t, pool, 2)
 			if err := holder.Rollback(bg); err != nil {
 				t.Fatal(err)
 			}
@@ -125,5 +99,50 @@ func TestACatchUpRacingAnotherProcesssRouterEndsWhereItShould(t *testing.T) {
 				t.Fatalf("read models after the race differ from a rebuild:\nraced:   %v\nrebuilt: %v", raced, rebuilt)
 			}
 		})
+	}
+}
+
+// openAccounts opens accounts number from to from+n-1.
+func openAccounts(t *testing.T, pool *pgxpool.Pool, from, n int) {
+	t.Helper()
+	acc := commands.Accounts{Store: eventstore.New(pool), Clock: fixedClock}
+	for i := from; i < from+n; i++ {
+		if _, err := acc.OpenAccount(bg, fmt.Sprint("Co ", i), fmt.Sprintf("c%d@test.example", i), eventstore.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// holdCheckpoint locks the checkpoint row of the account projection named in a transaction of
+// its own (rolled back at the end of the test at the latest), creating the account
+// projections' rows first.
+func holdCheckpoint(t *testing.T, pool *pgxpool.Pool, name string) pgx.Tx {
+	t.Helper()
+	if _, err := pool.Exec(bg, `INSERT INTO projection_checkpoints (name) VALUES ('account_days'), ('balances'), ('usage') ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(bg) })
+	if _, err := tx.Exec(bg, `SELECT 1 FROM projection_checkpoints WHERE name = $1 FOR UPDATE`, name); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+// waitLockWaiters waits until at least n sessions of the test's database wait for a lock.
+func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for {
+		var w int
+		if err := pool.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		if w >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
