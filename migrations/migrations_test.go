@@ -23,19 +23,7 @@ import (
 // audits clean.
 func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDatabase(t)
-	// NewDatabase migrated it fully; start again from an empty schema at 0004.
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.ApplyThrough(ctx, pool, "0004_catalog.sql"); err != nil {
-		t.Fatal(err)
-	}
+	pool := databaseThrough(t, "0004_catalog.sql")
 	legacy := `
 		INSERT INTO accounts (account_id, name, email, balance, version, opened_at)
 			VALUES ('acc_1', 'Old Co', 'old@test.example', 997, 5, '2026-11-20T10:00:00Z');
@@ -162,18 +150,7 @@ func TestAFreshDatabaseIsAppendOnlyAndAuditsClean(t *testing.T) {
 // migration: after it, no partition of the store can be emptied.
 func TestPartitionsRestoredWithoutTheTruncateTriggerGetIt(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDatabase(t)
-	pool, err := pgxpool.New(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := migrations.ApplyThrough(ctx, pool, "0017_sparse_events.sql"); err != nil {
-		t.Fatal(err)
-	}
+	pool := databaseThrough(t, "0017_sparse_events.sql")
 	// As restore used to: a partition made LIKE events and attached, nothing more.
 	if _, err := pool.Exec(ctx, `CREATE TABLE events_p_restored (LIKE events INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 		ALTER TABLE events ATTACH PARTITION events_p_restored FOR VALUES FROM (-1000) TO (1)`); err != nil {
@@ -208,4 +185,23 @@ func TestPartitionsRestoredWithoutTheTruncateTriggerGetIt(t *testing.T) {
 	if _, err := pool.Exec(ctx, `TRUNCATE events_p_restored`); err == nil || !strings.Contains(err.Error(), "append-only") {
 		t.Fatalf("TRUNCATE of the mended partition: %v, want the append-only refusal", err)
 	}
+}
+
+// databaseThrough is a new database as the migrations up to and including last leave it.
+func databaseThrough(t *testing.T, last string) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// NewDatabase migrated it fully: start again from an empty schema.
+	if _, err := pool.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.ApplyThrough(ctx, pool, last); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
