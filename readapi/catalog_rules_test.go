@@ -61,6 +61,7 @@ func newProjectedStack(t *testing.T, records []map[string]any) *projectedStack {
 	return rv
 }
 
+// ndjson is the records as an import body, a line each.
 func ndjson(t *testing.T, records []map[string]any) string {
 	var b strings.Builder
 	for _, r := range records {
@@ -96,7 +97,8 @@ func (s *projectedStack) catchUp() {
 	}
 }
 
-func rvPlace(id, name, category, town string, lat, lng float64, ratingCount int, extra map[string]any) map[string]any {
+// placeRecord is a place line of an import: rating 4.0, coordinates unless lat is 0, then extra.
+func placeRecord(id, name, category, town string, lat, lng float64, ratingCount int, extra map[string]any) map[string]any {
 	p := map[string]any{"record": "place", "place_id": id, "name": name, "category": category,
 		"town_slug": town, "rating_count": ratingCount, "rating": 4.0}
 	if lat != 0 {
@@ -123,9 +125,9 @@ func (s *projectedStack) key() string {
 func TestSameIDTwiceInOneBatchServesTheLastEverywhere(t *testing.T) {
 	s := newProjectedStack(t, nil)
 	s.importText(ndjson(t, []map[string]any{
-		rvPlace("dup", "Alpha Grill", "food.restaurant", "paducah", geoCenter.Lat, geoCenter.Lng, 10, map[string]any{"description": "first text"}),
-		rvPlace("other", "Other Shop", "shop.books", "paducah", kmNorth(1), geoCenter.Lng, 5, nil),
-		rvPlace("dup", "Zulu Diner", "food.diner", "frankfort", 38.2009, -84.8733, 99, map[string]any{"description": "second text"}),
+		placeRecord("dup", "Alpha Grill", "food.restaurant", "paducah", geoCenter.Lat, geoCenter.Lng, 10, map[string]any{"description": "first text"}),
+		placeRecord("other", "Other Shop", "shop.books", "paducah", kmNorth(1), geoCenter.Lng, 5, nil),
+		placeRecord("dup", "Zulu Diner", "food.diner", "frankfort", 38.2009, -84.8733, 99, map[string]any{"description": "second text"}),
 	}))
 	key := s.key()
 	d, _ := s.get(key, "/api/data/places/dup").object(t)
@@ -156,15 +158,15 @@ func TestSameIDTwiceInOneBatchServesTheLastEverywhere(t *testing.T) {
 
 func TestReimportedPlaceIsNewestInListDetailSearchAndIndex(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("p1", "Alpha Grill", "food.restaurant", "paducah", geoCenter.Lat, geoCenter.Lng, 10, map[string]any{"description": "smoked brisket"}),
-		rvPlace("p2", "Beta Books", "shop.books", "paducah", kmNorth(1), geoCenter.Lng, 50, nil),
+		placeRecord("p1", "Alpha Grill", "food.restaurant", "paducah", geoCenter.Lat, geoCenter.Lng, 10, map[string]any{"description": "smoked brisket"}),
+		placeRecord("p2", "Beta Books", "shop.books", "paducah", kmNorth(1), geoCenter.Lng, 50, nil),
 	})
 	key := s.key()
 	rows, _ := s.get(key, "/api/data/places?town=paducah").rows(t)
 	if !slices.Equal(ids(rows), []string{"p2", "p1"}) {
 		t.Fatalf("before: %v", ids(rows))
 	}
-	s.importRecords(rvPlace("p1", "Omega Cafe", "food.cafe", "frankfort", 38.2009, -84.8733, 100, map[string]any{"description": "pour over coffee"}))
+	s.importRecords(placeRecord("p1", "Omega Cafe", "food.cafe", "frankfort", 38.2009, -84.8733, 100, map[string]any{"description": "pour over coffee"}))
 	key = s.key()
 	d, _ := s.get(key, "/api/data/places/p1").object(t)
 	if d["name"] != "Omega Cafe" || d["town_slug"] != "frankfort" || d["category"] != "food.cafe" || d["rating_count"] != 100.0 {
@@ -201,16 +203,16 @@ func TestReimportedPlaceIsNewestInListDetailSearchAndIndex(t *testing.T) {
 func TestRenamedOutOfAChainNameIsAGemAgain(t *testing.T) {
 	gem := map[string]any{"is_gem": true, "local_gem_score": 0.9}
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("b1", "Burger Barn", "food.restaurant", "paducah", 37.08, -88.6, 10, gem),
-		rvPlace("b2", "Burger Barn #2", "food.restaurant", "paducah", 37.09, -88.6, 10, gem),
-		rvPlace("b3", "BURGER BARN", "food.restaurant", "frankfort", 38.2, -84.87, 10, gem),
+		placeRecord("b1", "Burger Barn", "food.restaurant", "paducah", 37.08, -88.6, 10, gem),
+		placeRecord("b2", "Burger Barn #2", "food.restaurant", "paducah", 37.09, -88.6, 10, gem),
+		placeRecord("b3", "BURGER BARN", "food.restaurant", "frankfort", 38.2, -84.87, 10, gem),
 	})
 	key := s.key()
 	items, _ := s.get(key, "/api/data/hidden-gems").rows(t)
 	if len(items) != 0 {
 		t.Fatalf("chain by name: %v", ids(items))
 	}
-	s.importRecords(rvPlace("b3", "Barn Burger Shack", "food.restaurant", "frankfort", 38.2, -84.87, 10, gem))
+	s.importRecords(placeRecord("b3", "Barn Burger Shack", "food.restaurant", "frankfort", 38.2, -84.87, 10, gem))
 	key = s.key()
 	items, _ = s.get(key, "/api/data/hidden-gems").rows(t)
 	if got := ids(items); !slices.Equal(got, []string{"b1", "b2", "b3"}) {
@@ -249,7 +251,7 @@ func TestFieldTrustTiers(t *testing.T) {
 	}
 	var recs []map[string]any
 	for i, c := range cases {
-		recs = append(recs, rvPlace(fmt.Sprint("t", i), "Trust "+fmt.Sprint(i), "food.cafe", "paducah", 0, 0, 1,
+		recs = append(recs, placeRecord(fmt.Sprint("t", i), "Trust "+fmt.Sprint(i), "food.cafe", "paducah", 0, 0, 1,
 			map[string]any{"sources": map[string]any{"seo_description": c.obs}}))
 	}
 	s := newProjectedStack(t, recs)
@@ -275,7 +277,7 @@ func TestStoredTrustWindowTurnsAtEveryBoundary(t *testing.T) {
 	day := 24 * time.Hour
 	n1 := start.Add(-100*day + 500*time.Nanosecond)  // phone: 3 agree
 	n2 := start.Add(-150*day + 1500*time.Nanosecond) // website: 2 agree
-	s := newProjectedStack(t, []map[string]any{rvPlace("w", "Window", "food.cafe", "paducah", 0, 0, 1, map[string]any{
+	s := newProjectedStack(t, []map[string]any{placeRecord("w", "Window", "food.cafe", "paducah", 0, 0, 1, map[string]any{
 		"phone": "859-555-0100", "website": "https://w.example",
 		"sources": map[string]any{
 			"phone":   []any{obs("a", "859-555-0100", n1), obs("b", "8595550100", n1), obs("c", "(859) 555-0100", n1)},
@@ -307,8 +309,8 @@ func TestStoredTrustWindowTurnsAtEveryBoundary(t *testing.T) {
 // descriptions in the relevance order".
 func TestANameMatchOutranksADescriptionMatch(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("a-name", "Old Kentucky Bourbon Barrel Tavern and Smokehouse Grill", "food.bar", "paducah", 0, 0, 1, nil),
-		rvPlace("b-desc", "Zed Tap", "food.bar", "paducah", 0, 0, 1, map[string]any{"description": "Bourbon."}),
+		placeRecord("a-name", "Old Kentucky Bourbon Barrel Tavern and Smokehouse Grill", "food.bar", "paducah", 0, 0, 1, nil),
+		placeRecord("b-desc", "Zed Tap", "food.bar", "paducah", 0, 0, 1, map[string]any{"description": "Bourbon."}),
 	})
 	key := s.key()
 	rows, _ := s.get(key, "/api/data/places?q=bourbon").rows(t)
@@ -326,10 +328,10 @@ func TestANameMatchOutranksADescriptionMatch(t *testing.T) {
 
 func TestTrendingCountsMeteredRequestsOfTheTrailingSevenUTCDays(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("p1", "One", "food.cafe", "paducah", 37.08, -88.6, 1, map[string]any{"menu": []any{map[string]any{"name": "Tea"}}}),
-		rvPlace("p2", "Two", "food.cafe", "paducah", 37.09, -88.6, 2, nil),
-		rvPlace("p3", "Three", "food.cafe", "paducah", 37.10, -88.6, 3, nil),
-		rvPlace("p4", "Four", "food.cafe", "paducah", 37.11, -88.6, 400, nil),
+		placeRecord("p1", "One", "food.cafe", "paducah", 37.08, -88.6, 1, map[string]any{"menu": []any{map[string]any{"name": "Tea"}}}),
+		placeRecord("p2", "Two", "food.cafe", "paducah", 37.09, -88.6, 2, nil),
+		placeRecord("p3", "Three", "food.cafe", "paducah", 37.10, -88.6, 3, nil),
+		placeRecord("p4", "Four", "food.cafe", "paducah", 37.11, -88.6, 400, nil),
 	})
 	// 7 days ago, at 23:59 UTC: outside the trailing 7 days (today and the 6 before).
 	s.clock.Advance(-7*24*time.Hour + 11*time.Hour + 59*time.Minute)
@@ -394,10 +396,10 @@ func TestEventsWindowIsInclusiveAndSortedByStart(t *testing.T) {
 
 func TestGeoSearchIncludesAPlaceExactlyOnTheRadius(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("edge", "Edge", "food.cafe", "paducah", kmNorth(2), geoCenter.Lng+0.01, 1, nil),
-		rvPlace("near", "Near", "food.cafe", "paducah", kmNorth(1), geoCenter.Lng, 1, nil),
-		rvPlace("twin-b", "Twin B", "food.cafe", "paducah", kmNorth(0.5), geoCenter.Lng, 1, nil),
-		rvPlace("twin-a", "Twin A", "food.cafe", "paducah", kmNorth(0.5), geoCenter.Lng, 1, nil),
+		placeRecord("edge", "Edge", "food.cafe", "paducah", kmNorth(2), geoCenter.Lng+0.01, 1, nil),
+		placeRecord("near", "Near", "food.cafe", "paducah", kmNorth(1), geoCenter.Lng, 1, nil),
+		placeRecord("twin-b", "Twin B", "food.cafe", "paducah", kmNorth(0.5), geoCenter.Lng, 1, nil),
+		placeRecord("twin-a", "Twin A", "food.cafe", "paducah", kmNorth(0.5), geoCenter.Lng, 1, nil),
 	})
 	key := s.key()
 	rows, _ := s.get(key, fmt.Sprintf("/api/data/search?lat=%v&lng=%v&radius=10", geoCenter.Lat, geoCenter.Lng)).rows(t)
@@ -420,9 +422,9 @@ func strconvG(f float64) string { b, _ := json.Marshal(f); return string(b) }
 func TestSameIDInTwoFilesOfOneImportKeepsTheLater(t *testing.T) {
 	s := newProjectedStack(t, nil)
 	files := []string{
-		ndjson(t, []map[string]any{rvPlace("d", "First Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil)}),
-		ndjson(t, []map[string]any{rvPlace("d", "Second Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil),
-			rvPlace("d", "Third Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil)}),
+		ndjson(t, []map[string]any{placeRecord("d", "First Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil)}),
+		ndjson(t, []map[string]any{placeRecord("d", "Second Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil),
+			placeRecord("d", "Third Name", "food.cafe", "paducah", 37.08, -88.6, 1, nil)}),
 	}
 	_, err := (commands.ImportCatalog{Store: s.store, Clock: s.clock.Now}).HandleBatches(ctx, len(files), func(i int) (io.ReadCloser, error) {
 		return io.NopCloser(strings.NewReader(files[i])), nil
@@ -441,12 +443,12 @@ func TestSameIDInTwoFilesOfOneImportKeepsTheLater(t *testing.T) {
 
 func TestHiddenGemsScoreThresholdAndNormalizedChainNames(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{
-		rvPlace("g-07", "Exactly Point Seven", "food.cafe", "paducah", 0, 0, 1, map[string]any{"local_gem_score": 0.7}),
-		rvPlace("g-069", "Just Below", "food.cafe", "paducah", 0, 0, 1, map[string]any{"local_gem_score": 0.69}),
-		rvPlace("g-flag", "Flagged Gem", "food.cafe", "paducah", 0, 0, 1, map[string]any{"is_gem": true}),
-		rvPlace("j1", "Joe's Diner #12", "food.diner", "paducah", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
-		rvPlace("j2", "JOES DINER", "food.diner", "frankfort", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
-		rvPlace("j3", "Joe’s  Diner No. 3", "food.diner", "berea", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
+		placeRecord("g-07", "Exactly Point Seven", "food.cafe", "paducah", 0, 0, 1, map[string]any{"local_gem_score": 0.7}),
+		placeRecord("g-069", "Just Below", "food.cafe", "paducah", 0, 0, 1, map[string]any{"local_gem_score": 0.69}),
+		placeRecord("g-flag", "Flagged Gem", "food.cafe", "paducah", 0, 0, 1, map[string]any{"is_gem": true}),
+		placeRecord("j1", "Joe's Diner #12", "food.diner", "paducah", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
+		placeRecord("j2", "JOES DINER", "food.diner", "frankfort", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
+		placeRecord("j3", "Joe’s  Diner No. 3", "food.diner", "berea", 0, 0, 1, map[string]any{"is_gem": true, "local_gem_score": 0.95}),
 	})
 	items, _ := s.get(s.key(), "/api/data/hidden-gems").rows(t)
 	if got := ids(items); !slices.Equal(got, []string{"g-07", "g-flag"}) {
@@ -455,12 +457,12 @@ func TestHiddenGemsScoreThresholdAndNormalizedChainNames(t *testing.T) {
 }
 
 func TestRelatedAtMostTenNearestFirstNeverItself(t *testing.T) {
-	recs := []map[string]any{rvPlace("src", "Source", "food.cafe", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
-		rvPlace("same-spot", "Same Spot", "food.bar", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
-		rvPlace("shop", "Shop", "shop.books", "paducah", kmNorth(0.1), geoCenter.Lng, 1, nil),
-		rvPlace("foodtruck", "Truck", "foodtruck", "paducah", kmNorth(0.1), geoCenter.Lng, 1, nil)}
+	recs := []map[string]any{placeRecord("src", "Source", "food.cafe", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
+		placeRecord("same-spot", "Same Spot", "food.bar", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
+		placeRecord("shop", "Shop", "shop.books", "paducah", kmNorth(0.1), geoCenter.Lng, 1, nil),
+		placeRecord("foodtruck", "Truck", "foodtruck", "paducah", kmNorth(0.1), geoCenter.Lng, 1, nil)}
 	for i := 1; i <= 12; i++ {
-		recs = append(recs, rvPlace(fmt.Sprintf("f%02d", i), fmt.Sprint("F", i), "food.restaurant", "paducah", kmNorth(float64(i)), geoCenter.Lng, 1, nil))
+		recs = append(recs, placeRecord(fmt.Sprintf("f%02d", i), fmt.Sprint("F", i), "food.restaurant", "paducah", kmNorth(float64(i)), geoCenter.Lng, 1, nil))
 	}
 	s := newProjectedStack(t, recs)
 	items, _ := s.get(s.key(), "/api/data/places/src/related").rows(t)
@@ -478,7 +480,7 @@ func TestTrustIsOfTheRequestInstantWhenTheProjectionClockRunsAhead(t *testing.T)
 	s := newProjectedStack(t, nil)
 	ahead := func() time.Time { return s.clock.Now().Add(2 * day) }
 	s.projs = projections.All(s.pool, s.api.Index, ahead)
-	s.importRecords(rvPlace("a", "Ahead", "food.cafe", "paducah", 0, 0, 1, map[string]any{"phone": "1", "sources": map[string]any{
+	s.importRecords(placeRecord("a", "Ahead", "food.cafe", "paducah", 0, 0, 1, map[string]any{"phone": "1", "sources": map[string]any{
 		"phone": []any{obs("a", "1", n), obs("b", "1", n), obs("c", "1", n)}}}))
 	if got := trustOf(t, s, s.key(), "a", "phone")["trustTier"]; got != "verified" {
 		t.Fatalf("phone %v at 179 days", got)

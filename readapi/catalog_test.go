@@ -1,8 +1,6 @@
 package readapi_test
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 )
 
@@ -23,13 +21,9 @@ func catalogNDJSON(t *testing.T) string {
 		return map[string]any{"source": src, "value": v, "observed_at": recent}
 	}
 	place := func(id, name, category, town string, lat, lng float64, ratingCount int, extra map[string]any) map[string]any {
-		p := map[string]any{"record": "place", "place_id": id, "name": name, "category": category,
-			"town_slug": town, "rating_count": ratingCount, "rating": 4.2}
-		if lat != 0 {
-			p["latitude"], p["longitude"] = lat, lng
-		}
-		for k, v := range extra {
-			p[k] = v
+		p := placeRecord(id, name, category, town, lat, lng, ratingCount, extra)
+		if _, ok := extra["rating"]; !ok {
+			p["rating"] = 4.2
 		}
 		return p
 	}
@@ -77,14 +71,5 @@ func catalogNDJSON(t *testing.T) string {
 		{"record": "event", "event_id": "ev-july", "title": "Fourth of July Parade", "event_type": "community", "start_date": "2025-07-01T19:00:00Z", "town_slug": lexington},
 		{"record": "event", "event_id": "ev-winter", "title": "Winter Lights", "event_type": "arts", "start_date": "2025-12-01T22:00:00Z", "town_slug": lexington},
 	}
-	var b strings.Builder
-	for _, r := range records {
-		line, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(line)
-		b.WriteByte('\n')
-	}
-	return b.String()
+	return ndjson(t, records)
 }
