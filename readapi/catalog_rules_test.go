@@ -7,20 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
-	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
-	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
-	"github.com/kyapi/kyapi/readapi"
 )
 
 // projectedStack is a read API over a real database whose read models and embedded index are fed by
@@ -33,28 +27,8 @@ type projectedStack struct {
 
 func newProjectedStack(t *testing.T, records []map[string]any) *projectedStack {
 	t.Helper()
-	pool := pgtest.NewPool(t)
-	store := eventstore.New(pool)
-	clk := &clock{now: start}
-	meter := commands.NewMeter(store, clk.Now, commands.MeterOptions{})
-	t.Cleanup(meter.Close)
-	s := &stack{
-		t: t, pool: pool, clock: clk, log: nil,
-		accounts: commands.Accounts{Store: store, Clock: clk.Now, KeysChanged: meter.Keys().Forget},
-		meter:    meter,
-	}
-	index, err := bleveindex.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = index.Close() })
-	logger := logrus.New()
-	logger.SetOutput(&lockedWriter{w: &strings.Builder{}})
-	srv := &readapi.Server{Meter: meter, Pool: pool, Index: index, Clock: clk.Now, CanonicalBaseURL: baseURL, Log: logger}
-	s.api = *srv
-	s.server = httptest.NewServer(srv.Handler())
-	t.Cleanup(s.server.Close)
-	rv := &projectedStack{stack: s, store: store, projs: projections.All(pool, index, clk.Now)}
+	s, store, index := newEmptyStack(t)
+	rv := &projectedStack{stack: s, store: store, projs: projections.All(s.pool, index, s.clock.Now)}
 	if records != nil {
 		rv.importRecords(records...)
 	}

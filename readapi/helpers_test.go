@@ -63,6 +63,31 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	s, store, index := newEmptyStack(t)
+	imported, err := (commands.ImportCatalog{Store: store, Clock: s.clock.Now}).Handle(ctx, strings.NewReader(catalogNDJSON(t)), eventstore.Metadata{})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	events := readImported(t, s.pool, imported.Towns+imported.Places+imported.Events)
+	if err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return projections.Catalog{Clock: s.clock.Now}.Apply(ctx, tx, events)
+	}); err != nil {
+		t.Fatalf("project catalog: %v", err)
+	}
+	docs, err := projections.PlaceDocsFromEvents(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := index.Upsert(ctx, docs, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newEmptyStack is a read API with its meter over a new database and an empty embedded index,
+// with no catalog yet.
+func newEmptyStack(t *testing.T) (*stack, *eventstore.Store, *bleveindex.Index) {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
 	clk := &clock{now: start}
@@ -73,28 +98,11 @@ func newStack(t *testing.T) *stack {
 		accounts: commands.Accounts{Store: store, Clock: clk.Now, KeysChanged: meter.Keys().Forget},
 		meter:    meter,
 	}
-	imported, err := (commands.ImportCatalog{Store: store, Clock: clk.Now}).Handle(ctx, strings.NewReader(catalogNDJSON(t)), eventstore.Metadata{})
-	if err != nil {
-		t.Fatalf("import: %v", err)
-	}
-	events := readImported(t, pool, imported.Towns+imported.Places+imported.Events)
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return projections.Catalog{Clock: clk.Now}.Apply(ctx, tx, events)
-	}); err != nil {
-		t.Fatalf("project catalog: %v", err)
-	}
 	index, err := bleveindex.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = index.Close() })
-	docs, err := projections.PlaceDocsFromEvents(events)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := index.Upsert(ctx, docs, nil, "test"); err != nil {
-		t.Fatal(err)
-	}
 	logger := logrus.New()
 	logger.SetOutput(&lockedWriter{w: s.log})
 	logger.SetFormatter(&logrus.JSONFormatter{})
@@ -105,7 +113,7 @@ func newStack(t *testing.T) *stack {
 	s.api = *srv
 	s.server = httptest.NewServer(srv.Handler())
 	t.Cleanup(s.server.Close)
-	return s
+	return s, store, index
 }
 
 // withLimiter is another read API server over the same database, index and clock, counting
