@@ -305,19 +305,11 @@ func TestARebuiltPlaceIndexAnswersAsTheIndexCaughtUpBatchByBatch(t *testing.T) {
 	catalogImport(t, pool, []byte(`{"record":"place","place_id":"ky-renamed","name":"Renamed Twice","category":"food","latitude":37.57,"longitude":-84.29}`+"\n"+
 		`{"record":"place","place_id":"ky-renamed","name":"Renamed Thrice","category":"food","latitude":37.57,"longitude":-84.29}`))
 
-	open := func() placeindex.Index {
-		idx, err := bleveindex.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { idx.Close() })
-		return idx
-	}
-	caught := projections.PlaceIndex{Pool: pool, Index: open()}
+	caught := projections.PlaceIndex{Pool: pool, Index: newIndex(t)}
 	if _, err := projections.CatchUp(bg, pool, caught, 5000, nil); err != nil {
 		t.Fatal(err)
 	}
-	rebuilt := projections.PlaceIndex{Pool: pool, Index: open()}
+	rebuilt := projections.PlaceIndex{Pool: pool, Index: newIndex(t)}
 	n, err := rebuilt.Rebuild(bg, 7, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -383,4 +375,15 @@ func TestStoredPlacesAreCompressedWithLz4WhereTheServerHasIt(t *testing.T) {
 	if len(methods) != 1 || methods[0] != want {
 		t.Fatalf("documents compressed with %v, want only %s", methods, want)
 	}
+}
+
+// newIndex is an empty embedded place index in a temporary directory.
+func newIndex(t *testing.T) placeindex.Index {
+	t.Helper()
+	idx, err := bleveindex.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { idx.Close() })
+	return idx
 }

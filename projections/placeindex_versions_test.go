@@ -12,7 +12,6 @@ import (
 	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
-	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
 )
 
 // Two imports of the same place commit so that the newer version (2) has the lower transaction
@@ -61,14 +60,6 @@ func TestThePlaceIndexKeepsTheNewestVersionWhenRangesSplitAnInvertedPair(t *test
 	}
 	waitVisible(t, pool)
 
-	open := func() placeindex.Index {
-		idx, err := bleveindex.Open(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { idx.Close() })
-		return idx
-	}
 	// The catalog tables: version 2 wins whatever the batches.
 	cat := projections.SQL{Pool: pool, Applier: projections.Catalog{Clock: func() time.Time { return catalogNow }}}
 	if _, err := projections.CatchUp(bg, pool, cat, 2, nil); err != nil {
@@ -79,11 +70,11 @@ func TestThePlaceIndexKeepsTheNewestVersionWhenRangesSplitAnInvertedPair(t *test
 		t.Fatalf("catalog: %q %v", name, err)
 	}
 
-	caught := projections.PlaceIndex{Pool: pool, Index: open()}
+	caught := projections.PlaceIndex{Pool: pool, Index: newIndex(t)}
 	if _, err := projections.CatchUp(bg, pool, caught, 2, nil); err != nil { // ranges: (0, v2], (v2, v1]
 		t.Fatal(err)
 	}
-	rebuilt := projections.PlaceIndex{Pool: pool, Index: open()}
+	rebuilt := projections.PlaceIndex{Pool: pool, Index: newIndex(t)}
 	if _, err := rebuilt.Rebuild(bg, 1000, nil); err != nil {
 		t.Fatal(err)
 	}
