@@ -61,6 +61,33 @@ func TestAnImportLineTheDecoderWouldAlterIsRefused(t *testing.T) {
 	}
 }
 
+// A line naming a field twice is refused, naming it, wherever the object is (the line, a
+// nested record, an observation) and however the name is spelt: decoding keeps the last and
+// would silently drop the other.
+func TestAnImportLineNamingAFieldTwiceIsRefused(t *testing.T) {
+	f := newFixture(t)
+	for _, c := range []struct{ line, field string }{
+		{`{"record":"town","slug":"paris","slug":"hazard","name":"Paris"}`, "slug"},
+		{`{"record":"town","slug":"paris","\u0073lug":"hazard","name":"Paris"}`, "slug"},
+		{`{"record":"town","town":{"slug":"paris","name":"Paris","name":"Hazard"}}`, "name"},
+		{`{"record":"place","place_id":"p1","name":"P","category":"cafe","town_slug":"berea","latitude":37.5,"longitude":-84.3,` +
+			`"sources":{"phone":[{"source":"a","value":"1","value":"2","observed_at":"2026-01-01T00:00:00Z"}]}}`, "sources.phone[0].value"},
+	} {
+		body := `{"record":"town","slug":"berea","name":"Berea"}` + "\n" + c.line + "\n"
+		r := f.call("POST", "/admin/catalog/import", body)
+		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, "line 2") || !strings.Contains(msg, c.field) {
+			t.Errorf("%s: %d %s, want 400 naming line 2 and %s", c.line, r.status, r.raw, c.field)
+		}
+	}
+	var n int
+	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d events stored by refused batches", n)
+	}
+}
+
 // grace_until reads the same in the rotation's answer and in the account, whatever the
 // server's time zone: the admin API answers every instant in UTC.
 func TestGraceUntilIsShownInUTCWhateverTheServersZone(t *testing.T) {

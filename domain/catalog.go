@@ -690,7 +690,72 @@ func catalogDecodeObject(raw []byte, path string) (catalogObject, *catalogFieldE
 		}
 		return o, catalogErr(path, "invalid JSON: %v", err)
 	}
+	if name, ok := catalogRepeatedField(raw, o.fields); ok {
+		return o, catalogErr(o.name(name), "appears more than once in the object")
+	}
 	return o, nil
+}
+
+// catalogRepeatedField finds a field the valid JSON object raw names twice: decoding into a
+// map keeps the last and silently drops the first. fields is what raw decoded to; only when it
+// holds fewer names than raw has is the object read again, name by name.
+func catalogRepeatedField(raw []byte, fields map[string]json.RawMessage) (string, bool) {
+	if catalogCountNames(raw) == len(fields) {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil {
+		return "", false
+	}
+	seen := make(map[string]struct{}, len(fields))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := tok.(string)
+		if _, ok := seen[name]; ok {
+			return name, true
+		}
+		seen[name] = struct{}{}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// catalogCountNames counts the names of the valid JSON object raw (its own, not its values').
+func catalogCountNames(raw []byte) int {
+	n, depth, inString, name := 0, 0, false, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+			if depth == 1 && name {
+				n, name = n+1, false
+			}
+		case '{', '[':
+			depth++
+			name = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			name = depth == 1
+		}
+	}
+	return n
 }
 
 func (o catalogObject) name(field string) string {
