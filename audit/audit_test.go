@@ -153,6 +153,25 @@ func TestAuditFindsNothingOnAConsistentDatabaseAndEveryAlteredRow(t *testing.T) 
 	}
 }
 
+// The daily read model's days are compared as YYYY-MM-DD whatever the database's DateStyle:
+// read as plain text under 'SQL, MDY' every row was a difference.
+func TestAnAuditUnderAnotherDateStyleIsClean(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET datestyle = ''SQL, MDY''', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	var style string
+	if err := pool.QueryRow(ctx, `SHOW datestyle`).Scan(&style); err != nil || style != "SQL, MDY" {
+		t.Fatalf("datestyle %q, %v", style, err)
+	}
+	newWorld(t, pool, 12)
+	catchUp(t, pool)
+	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 || rep.Accounts != 1 {
+		t.Fatalf("audit: %+v\n%s", rep, out)
+	}
+}
+
 // Tampering with the events themselves is named by stream, version and position.
 func TestAuditNamesEditedMissingAndReorderedEvents(t *testing.T) {
 	cases := []struct {

@@ -258,7 +258,7 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	}
 	var k dayKey
 	var d daySum
-	rows, err = tx.Query(ctx, `SELECT account_id, day::text, kind, count, rows_paid, rows_deduplicated, credits, cents, version, balance_after
+	rows, err = tx.Query(ctx, `SELECT account_id, to_char(day, 'YYYY-MM-DD'), kind, count, rows_paid, rows_deduplicated, credits, cents, version, balance_after
 		FROM rm_account_days WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err

@@ -208,7 +208,7 @@ func (m *Meter) fromMemory(charges []*pendingCharge, now time.Time) *batchAccoun
 }
 
 const (
-	lockAccountsSQL = `SELECT account_id, stream_no, balance, coalesce(claims_day::text, ''), coalesce(claims_from, 0)
+	lockAccountsSQL = `SELECT account_id, stream_no, balance, coalesce(to_char(claims_day, 'YYYY-MM-DD'), ''), coalesce(claims_from, 0)
 		FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
 	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
 	// chargeSQL writes a batch (migration 0016): see kyapi_charge.

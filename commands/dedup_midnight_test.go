@@ -123,3 +123,37 @@ func randomChargesAcrossMidnight(t *testing.T, seed uint64) {
 	}
 	auditClean(t, stacks[0].pool)
 }
+
+// A meter that holds nothing of an account (another process, or a restart) reads the day of
+// its newest charges from accounts.claims_day, as YYYY-MM-DD whatever the database's
+// DateStyle: read as plain text under 'SQL, MDY' it was 11/23/2026, never today's day, so
+// no claim was read and a resource already paid today was charged again.
+func TestAResourcePaidTodayIsFreeOnAnotherProcessWhateverTheDateStyle(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk)
+	var name string
+	if err := a.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.pool.Exec(ctx, `ALTER DATABASE `+name+` SET datestyle = 'SQL, MDY'`); err != nil {
+		t.Fatal(err)
+	}
+	a.pool.Reset() // new sessions take the database's DateStyle
+	id, key := fundedAccount(t, a, 500)
+	hash := domain.HashKey(key.APIKey)
+	mustCharge(t, a, hash, "p1", 1)
+
+	// A second process, sharing the database, that holds nothing of the account.
+	b := newStack(t, dbURL, clk)
+	res, err := b.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Credits != 0 || !res.FullyDeduplicated() {
+		t.Errorf("p1 again the same day on another process: %d credits, deduplicated %v; want it free", res.Credits, res.FullyDeduplicated())
+	}
+	if l := ledgerOf(t, b, id); l.balance != 999 {
+		t.Errorf("balance %d; want 999 (p1 paid once today)", l.balance)
+	}
+}

@@ -59,6 +59,15 @@ func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set {
 		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
 	}
+	// Dates and times as text are read in ISO form, and days are UTC days, whatever the
+	// database, role or server sets: the service's own SQL does not rely on either (a date
+	// it reads as text goes through to_char), but a query added later should not depend on
+	// where it runs.
+	for name, value := range map[string]string{"datestyle": "ISO, MDY", "timezone": "UTC"} {
+		if _, set := pcfg.ConnConfig.RuntimeParams[name]; !set {
+			pcfg.ConnConfig.RuntimeParams[name] = value
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
