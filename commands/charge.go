@@ -120,7 +120,9 @@ func (a *batchAccount) state() *accountState {
 // of accounts it holds nothing of, or found changed, or all of them when the transaction
 // failed before it could write.
 func (m *Meter) commitFromMemory(batch []*pendingCharge) (redo []*pendingCharge) {
-	ctx := context.Background() // a cancelled statement would break everyone's transaction
+	// Not a request's context: a cancelled statement would break everyone's transaction.
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.BatchWait)
+	defer cancel()
 	now := m.clock().UTC().Truncate(time.Microsecond)
 	m.claims.newDay(now)
 	accounts := map[string]*batchAccount{}
@@ -224,7 +226,9 @@ const (
 // is kyapi_charge and COMMIT. It sets each charge's answer; an error is the batch's: nothing of
 // it was written, or — domain.ErrOutcomeUnknown — it cannot be known whether it was.
 func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
-	ctx := context.Background() // a cancelled statement would break everyone's transaction
+	// Not a request's context: a cancelled statement would break everyone's transaction.
+	ctx, cancel := context.WithTimeout(context.Background(), m.opts.BatchWait)
+	defer cancel()
 	for _, p := range batch {
 		p.res, p.err = ChargeResult{}, nil
 	}
@@ -259,7 +263,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
 		err = closeErr
 	}
 	if err != nil {
-		return leave(ctx, pc, beforeWrite(err))
+		return m.leaveLost(ctx, pc, be, beforeWrite(err))
 	}
 	// The charges' time is read once the locks are held: a revoke, a grace period ending,
 	// midnight are seen as of then.
@@ -281,7 +285,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
 		}
 	}
 	if err := m.readClaims(ctx, pc, accounts); err != nil {
-		return leave(ctx, pc, beforeWrite(err))
+		return m.leaveLost(ctx, pc, be, beforeWrite(err))
 	}
 
 	var writes eventstore.Batch
@@ -467,6 +471,37 @@ func leave(ctx context.Context, pc *pgx.Conn, err error) error {
 	return err
 }
 
+// leaveLost is leave for a batch that failed before its writes were sent. When its connection
+// was lost rather than a statement refused, its backend may still run, holding the accounts'
+// locks inside its transaction until the server notices the connection is gone (a network
+// partition: hours); it is ended, so that the accounts' next batches do not wait for it.
+func (m *Meter) leaveLost(ctx context.Context, pc *pgx.Conn, be backend, err error) error {
+	err = leave(ctx, pc, err)
+	if !pc.IsClosed() {
+		return err
+	}
+	end, cancel := context.WithTimeout(context.Background(), outcomeWait)
+	defer cancel()
+	if c, cerr := m.freshConn(end); cerr == nil {
+		_, _ = endBackend(end, c, be)
+		_ = c.Close(end)
+	}
+	return err
+}
+
+// freshConn opens a connection of its own, not one of the pool's: after a connection was lost
+// the pool's idle ones may be as dead (a partition leaves them all silent).
+func (m *Meter) freshConn(ctx context.Context) (*pgx.Conn, error) {
+	return pgx.ConnectConfig(ctx, m.store.Pool.Config().ConnConfig.Copy())
+}
+
+// endBackend ends backend be if it still runs, and tells whether it did.
+func endBackend(ctx context.Context, c *pgx.Conn, be backend) (running bool, err error) {
+	err = c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`,
+		int64(be.pid), be.start).Scan(&running)
+	return running, err
+}
+
 // readRound1 reads the locked accounts, the key states and the heads.
 func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount) error {
 	if _, err := br.Exec(); err != nil { // BEGIN
@@ -649,6 +684,14 @@ func backendOf(ctx context.Context, pc *pgx.Conn) (backend, error) {
 // is unknown.
 const outcomeWait = 15 * time.Second
 
+// batchWait bounds a batch's round trips (a connection from the pool, the locks, the reads,
+// the writes and COMMIT). A connection that stops answering without closing — a network
+// partition, a failover that leaves the old socket open — is taken for lost once it has
+// passed, and the batch goes the way of any lost connection: nothing charged if the writes were
+// not sent, else its outcome found out (resolve). A batch that legitimately waits this long
+// for its accounts' locks is treated the same.
+const batchWait = 10 * time.Second
+
 // resolve finds out, for a batch whose connection to backend be was lost after its writes may
 // have been sent, which accounts' events are in the store. It first makes sure the transaction
 // can no longer commit: it ends the backend if it still runs (the COMMIT may never have
@@ -685,14 +728,17 @@ func (m *Meter) resolve(be backend, ids []string, accounts map[string]*batchAcco
 var errBackendRunning = errors.New("commands: the backend of a lost batch still runs")
 
 func (m *Meter) writtenAfter(ctx context.Context, be backend, ids []string, writes *eventstore.Batch) (map[int32]bool, error) {
-	c, err := m.store.Pool.Acquire(ctx)
+	// Each try on a new connection, given a part of the time, so that one that stops
+	// answering leaves time for the next.
+	ctx, cancel := context.WithTimeout(ctx, outcomeWait/5)
+	defer cancel()
+	c, err := m.freshConn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer c.Release()
-	var running bool
-	if err := c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`,
-		int64(be.pid), be.start).Scan(&running); err != nil {
+	defer func() { _ = c.Close(ctx) }()
+	running, err := endBackend(ctx, c, be)
+	if err != nil {
 		return nil, err
 	}
 	if running {

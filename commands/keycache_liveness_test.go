@@ -22,6 +22,7 @@ type silentProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []*silentPipe
+	open   []net.Conn
 }
 
 type silentPipe struct {
@@ -36,15 +37,7 @@ func newSilentProxy(t *testing.T, target string) *silentProxy {
 	}
 	p := &silentProxy{ln: ln, target: target}
 	t.Cleanup(func() { _ = ln.Close() })
-	var open []net.Conn
-	var openMu sync.Mutex
-	t.Cleanup(func() {
-		openMu.Lock()
-		defer openMu.Unlock()
-		for _, c := range open {
-			_ = c.Close()
-		}
-	})
+	t.Cleanup(p.closeAll)
 	go func() {
 		for {
 			cc, err := ln.Accept()
@@ -56,12 +49,9 @@ func newSilentProxy(t *testing.T, target string) *silentProxy {
 				_ = cc.Close()
 				continue
 			}
-			openMu.Lock()
-			open = append(open, cc, sc)
-			openMu.Unlock()
 			pp := &silentPipe{frozen: make(chan struct{})}
 			p.mu.Lock()
-			p.conns = append(p.conns, pp)
+			p.conns, p.open = append(p.conns, pp), append(p.open, cc, sc)
 			p.mu.Unlock()
 			fwd := func(dst, src net.Conn) {
 				buf := make([]byte, 32<<10)
@@ -103,6 +93,16 @@ func (p *silentProxy) freeze() int {
 		c.once.Do(func() { close(c.frozen) })
 	}
 	return len(p.conns)
+}
+
+// closeAll closes every connection on both sides: a pool closing them then does not wait
+// for a silent peer.
+func (p *silentProxy) closeAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.open {
+		_ = c.Close()
+	}
 }
 
 func (p *silentProxy) url(t *testing.T, dbURL string) string {

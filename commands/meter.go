@@ -54,6 +54,9 @@ type MeterOptions struct {
 	// OnDecided, when set, hears how a batch's charges were decided: from the state the meter
 	// held (one round trip), or from reads under the accounts' locks (two or three).
 	OnDecided func(fromMemory, underLock int)
+	// BatchWait bounds a batch's round trips to PostgreSQL (default 10 s): a connection that
+	// has not answered by then is taken for lost (see batchWait in charge.go).
+	BatchWait time.Duration
 	// Hooks let tests act where failures matter; nil in production.
 	Hooks MeterHooks
 }
@@ -134,6 +137,9 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 2
+	}
+	if opts.BatchWait <= 0 {
+		opts.BatchWait = batchWait
 	}
 	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool),
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}

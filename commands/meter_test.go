@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -768,4 +769,81 @@ func waitForBalance(t *testing.T, probe stack, accountID string, want int64) {
 		}
 	}
 	t.Errorf("the balance of %s never became %d", accountID, want)
+}
+
+// A batch's connection goes silent once its COMMIT is sent — no answer, no close: a network
+// partition, a failover that leaves the old socket open. It is taken for lost after the
+// batch's wait: the charge is answered as it happened (its outcome read on a connection of its
+// own), the backend it left is ended (so its account's locks are free), and the meter goes on
+// for that account and for another whose charge queued behind it in the same lane.
+func TestABatchWhoseConnectionGoesSilentIsAnsweredAndTheMeterGoesOn(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	u, _ := url.Parse(dbURL)
+	proxy := newSilentProxy(t, u.Host)
+	var armed atomic.Bool
+	s := newStack(t, proxy.url(t, dbURL)+"&pool_ping_timeout=500ms", &clock{now: noon}, commands.MeterOptions{Workers: 1, BatchWait: 2 * time.Second,
+		Hooks: commands.MeterHooks{AfterCommitSent: func(uint32, func()) {
+			if armed.CompareAndSwap(true, false) {
+				proxy.freeze()
+			}
+		}}})
+	t.Cleanup(proxy.closeAll) // before the pool closes its connections
+	id, key := fundedAccount(t, s, 500)
+	_, other := fundedAccount(t, s, 500)
+	hash, otherHash := domain.HashKey(key.APIKey), domain.HashKey(other.APIKey)
+	mustCharge(t, s, hash, "p1", 1)
+	armed.Store(true)
+	type answer struct {
+		res commands.ChargeResult
+		err error
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p2"))
+		first <- answer{res, err}
+	}()
+	for armed.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	go func() {
+		res, err := s.charge(otherHash, domain.OpPlaceDetail, domain.PlaceResource("p9"))
+		second <- answer{res, err}
+	}()
+	// Not a time limit on the answer: a guard so that a hang fails rather than stalls the run.
+	wait := func(c chan answer, what string) answer {
+		select {
+		case a := <-c:
+			return a
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s: no answer while the connection stays silent", what)
+			return answer{}
+		}
+	}
+	a := wait(first, "the charge whose connection went silent")
+	l := ledgerOf(t, s, id)
+	switch {
+	case a.err == nil && a.res.Credits == 1 && l.balance == 998:
+	case errors.Is(a.err, domain.ErrUnavailable) && l.balance == 999:
+	default:
+		t.Fatalf("answer %+v %v with balance %d; want paid and charged, or unavailable and not", a.res, a.err, l.balance)
+	}
+	if b := wait(second, "the other account's charge"); b.err != nil && !errors.Is(b.err, domain.ErrUnavailable) {
+		t.Fatalf("the other account's charge: %+v %v", b.res, b.err)
+	}
+	var left int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d backends left idle in a transaction, holding their accounts' locks", left)
+	}
+	for _, c := range []struct {
+		hash  domain.KeyHash
+		place string
+	}{{hash, "p3"}, {otherHash, "p8"}} {
+		if res, err := s.charge(c.hash, domain.OpPlaceDetail, domain.PlaceResource(c.place)); err != nil || res.Credits != 1 {
+			t.Fatalf("charging %s after the partition: %+v %v", c.place, res, err)
+		}
+	}
+	auditClean(t, s.pool)
 }

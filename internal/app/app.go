@@ -68,6 +68,12 @@ func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 			pcfg.ConnConfig.RuntimeParams[name] = value
 		}
 	}
+	// A pooled connection idle for a second is pinged before use; one that does not answer in
+	// 2 s (its peer gone silent: a partition, a failover) is dropped for a new one rather than
+	// handed to a request.
+	if pcfg.PingTimeout == 0 {
+		pcfg.PingTimeout = 2 * time.Second
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, err
