@@ -530,11 +530,39 @@ func TestHealthAndTheOpenAPIDocumentNeedNoKey(t *testing.T) {
 	}
 }
 
-func TestUnknownRoutesAre404AndOtherMethods405WithAnErrorBody(t *testing.T) {
+// Only GET /healthz and GET /openapi.json are served without a key: an unknown route or a
+// wrong method is refused by authentication first, then answered 404 or 405, uncharged.
+func TestUnknownRoutesAre404AndOtherMethods405AfterAuthentication(t *testing.T) {
 	s := newStack(t)
 	_, key := s.customer(500)
-	s.unchecked(http.MethodGet, key, "/api/data/nothing-here").expectError(t, http.StatusNotFound, "not_found")
-	s.unchecked(http.MethodPost, key, "/api/data/towns").expectError(t, http.StatusMethodNotAllowed, "bad_request")
+	unknown, err := domain.NewKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/api/data/nothing-here"},
+		{http.MethodGet, "/api/data/places/lex-bourbon-bar/unknown"},
+		{http.MethodGet, "/elsewhere"},
+		{http.MethodPost, "/api/data/towns"},
+	} {
+		s.unchecked(c.method, "", c.path).expectError(t, http.StatusUnauthorized, "missing_api_key")
+		s.unchecked(c.method, unknown, c.path).expectError(t, http.StatusUnauthorized, "invalid_api_key")
+	}
+	r := s.unchecked(http.MethodGet, key, "/api/data/nothing-here")
+	r.expectError(t, http.StatusNotFound, "not_found")
+	if r.Header.Get("X-RateLimit-Remaining") == "" {
+		t.Errorf("a 404 for a key carries no rate-limit headers: %v", r.Header)
+	}
+	r = s.unchecked(http.MethodPost, key, "/api/data/towns")
+	r.expectError(t, http.StatusMethodNotAllowed, "bad_request")
+	if r.Header.Get("Allow") != http.MethodGet {
+		t.Errorf("405 Allow %q", r.Header.Get("Allow"))
+	}
+	var env struct{ Meta meta }
+	s.get(key, "/api/data/towns").decode(t, &env)
+	if env.Meta.CreditsUsed != 10 || env.Meta.CreditsRemaining != 990 {
+		t.Errorf("after a 404 and a 405 the first paid request: %+v, want 10 used of 1000", env.Meta)
+	}
 }
 
 func TestTheAccessLogHoldsNoKeyHeaderOrQueryString(t *testing.T) {

@@ -88,13 +88,17 @@ func (s *Server) Handler() http.Handler {
 		r.Handle(rt.path, data(rt.params, rt.h)).Methods(http.MethodGet)
 	}
 
-	r.NotFoundHandler = httpx.AccessLog(log)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteError(w, http.StatusNotFound, httpx.CodeNotFound, "no such route")
+	// Every other request needs a key too (only the two above are served without one), and
+	// is checked in the same order as the data routes: a wrong path or method is found out
+	// after authentication and the rate limit, like any 400 or 404.
+	r.NotFoundHandler = httpx.AccessLog(log)(data(nil, func(http.ResponseWriter, *http.Request, caller) error {
+		return &notFoundError{httpx.CodeNotFound, "no such route"}
 	}))
-	r.MethodNotAllowedHandler = httpx.AccessLog(log)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r.MethodNotAllowedHandler = httpx.AccessLog(log)(data(nil, func(w http.ResponseWriter, r *http.Request, _ caller) error {
 		w.Header().Set("Allow", http.MethodGet)
 		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest,
 			"method "+r.Method+" is not allowed; the read API answers GET only")
+		return nil
 	}))
 	return httpx.RequestID(r)
 }
