@@ -1,6 +1,7 @@
 // Package audit replays the event store and checks it against itself, the write model and the
 // read models: every stream's hash chain, versions and times; every account's balance folded
-// event by event; and the account rows, balances and daily sums as of one snapshot.
+// event by event; the account rows, balances and daily sums, and the usage per place and day, as
+// of one snapshot.
 //
 // The audit streams: it keeps a running state per stream, never the events, so its memory
 // does not grow with history. Work is split between workers by stream (and long streams into
@@ -88,7 +89,14 @@ type auditor struct {
 	diffs    []string
 	segments map[int32]*segmented
 	accounts int
+
+	pool  *pgxpool.Pool
+	usage usageTally // a whole-store audit's count of the usage ledger
 }
+
+// auditsUsage: the usage read model sums every account, so only a whole-store audit has all it
+// counts.
+func (a *auditor) auditsUsage() bool { return a.whole && a.opts.AccountID == "" }
 
 // Run audits the store in pool.
 func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) {
@@ -101,8 +109,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 	if opts.ToPosition == 0 {
 		opts.ToPosition = 1<<63 - 1
 	}
-	a := &auditor{opts: opts, segments: map[int32]*segmented{},
+	a := &auditor{opts: opts, segments: map[int32]*segmented{}, pool: pool,
 		whole: opts.FromPosition == 0 && opts.ToPosition == 1<<63-1}
+	defer a.usage.close()
 
 	// One snapshot for the whole audit: exported by this transaction, imported by every worker.
 	conn, err := pool.Acquire(ctx)
@@ -177,8 +186,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 	if sendErr != nil {
 		return Report{}, sendErr
 	}
-	if a.whole && opts.AccountID == "" {
+	if a.auditsUsage() {
 		if err := a.orphans(ctx, tx); err != nil {
+			return Report{}, err
+		}
+		if err := a.compareUsage(ctx, tx, archivedEvents > 0); err != nil {
 			return Report{}, err
 		}
 	}
@@ -392,8 +404,13 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	if err != nil {
 		return err
 	}
+	var usage usageCounts
+	if a.auditsUsage() {
+		usage = usageCounts{}
+	}
 	for _, s := range u.streams {
 		st := a.newState(s)
+		st.usage = usage
 		if b, ok := boundaries[s.head.ID]; ok {
 			if err := st.startAtBoundary(b, u.segment == nil || u.segment.index == 0); err != nil {
 				return err
@@ -452,6 +469,11 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	a.events.Add(n % 1024)
 	if err != nil {
 		return err
+	}
+	if len(usage) > 0 {
+		if err := a.usage.merge(ctx, a.pool, usage); err != nil {
+			return err
+		}
 	}
 	if u.segment != nil {
 		return a.segmentDone(ctx, tx, u.segment, states[u.segment.stream.head.No])

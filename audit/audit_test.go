@@ -172,6 +172,48 @@ func TestAnAuditUnderAnotherDateStyleIsClean(t *testing.T) {
 	}
 }
 
+// The usage ledger's read model (rm_usage_daily, the input of trending) is compared too: a
+// count changed, a row deleted or one no request backs are differences, held in memory or,
+// past the audit's bound, in a temporary table. An account's audit does not count it.
+func TestAuditComparesTheUsageReadModel(t *testing.T) {
+	for _, spill := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in memory", true: "spilled"}[spill], func(t *testing.T) {
+			if spill {
+				t.Cleanup(audit.SetUsageMemoryRows(2))
+			}
+			pool := pgtest.NewPool(t)
+			w := newWorld(t, pool, 30)
+			catchUp(t, pool)
+			var rows int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM rm_usage_daily`).Scan(&rows); err != nil || rows != 11 {
+				t.Fatalf("%d usage rows, %v; want 11 (p0 to p10)", rows, err)
+			}
+			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+				t.Fatalf("consistent database: %s", out)
+			}
+			for _, c := range []struct{ sql, want string }{
+				{`UPDATE rm_usage_daily SET requests = requests + 1 WHERE place_id = 'p3'`, "place p3: the usage read model has 4 requests, the ledger 3"},
+				{`DELETE FROM rm_usage_daily WHERE place_id = 'p0'`, "place p0: the ledger has 3 metered requests, missing from the usage read model"},
+				{`INSERT INTO rm_usage_daily (day, place_id, requests) VALUES ('2026-11-23', 'p99', 5000)`, "place p99: the usage read model has 5000 requests, the ledger none"},
+				{`INSERT INTO rm_usage_daily (day, place_id, requests) VALUES ('2026-11-22', 'p1', 7)`, "usage 2026-11-22 place p1: the usage read model has 7 requests, the ledger none"},
+			} {
+				tamper(t, pool, c.sql)
+				rep, out := run(t, pool, audit.Options{})
+				if len(rep.Differences) != 1 || !strings.Contains(out, c.want) {
+					t.Errorf("%s: %s; want one difference: %s", c.sql, out, c.want)
+				}
+				if rep, out := run(t, pool, audit.Options{AccountID: w.account}); len(rep.Differences) != 0 {
+					t.Errorf("the account's audit: %s", out)
+				}
+				rebuild(t, pool)
+				if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+					t.Fatalf("after a rebuild: %s", out)
+				}
+			}
+		})
+	}
+}
+
 // Tampering with the events themselves is named by stream, version and position.
 func TestAuditNamesEditedMissingAndReorderedEvents(t *testing.T) {
 	cases := []struct {

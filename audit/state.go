@@ -65,6 +65,7 @@ type streamState struct {
 	all       sums               // every event read
 	atBalance sums               // events up to the balances projection's checkpoint
 	days      map[dayKey]*daySum // events up to the account_days projection's checkpoint
+	usage     usageCounts        // the unit's, in a whole-store audit: up to the usage projection's checkpoint
 	diffs     []string
 }
 
@@ -175,6 +176,9 @@ func (s *streamState) add(e eventstore.Event) {
 	s.all.add(e.Version, f)
 	if s.upTo(e, balancesProjection) {
 		s.atBalance.add(e.Version, f)
+	}
+	if s.usage != nil && s.upTo(e, usageProjection) {
+		s.usage.add(e.RecordedAt, f)
 	}
 	if s.upTo(e, accountDaysProjection) {
 		day := domain.Day(e.RecordedAt)

@@ -1,0 +1,224 @@
+package audit
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// usageProjection keeps the usage ledger's read model, rm_usage_daily: metered requests per
+// place and UTC day (detail, menu, reviews, related; charged or deduplicated), the input of
+// trending. It is summed over every account, so the audit counts it apart from the streams'
+// states: each unit counts its events up to the projection's checkpoint, and the counts are
+// compared with the table once every unit is done (compareUsage).
+const usageProjection = "usage"
+
+type usageKey struct{ day, place string }
+
+// usageCounts are metered requests per UTC day and place, as the events say.
+type usageCounts map[usageKey]int64
+
+func (c usageCounts) add(at time.Time, f domain.AccountFact) {
+	if !f.Metered() || !f.Operation.UsageCounted() {
+		return
+	}
+	day := domain.Day(at)
+	for _, list := range [][]string{f.Paid, f.Deduplicated} {
+		for _, r := range list {
+			if id := domain.PlaceOfResource(r); id != "" {
+				c[usageKey{day, id}]++
+			}
+		}
+	}
+}
+
+// usageMemoryRows bounds the (day, place) counts the audit holds; past it they go to a
+// temporary table (about 100 bytes each in memory). A variable for the tests.
+var usageMemoryRows = 200_000
+
+// usageDiffs bounds the usage differences listed one by one; the rest are counted.
+const usageDiffs = 100
+
+// usageTally gathers the units' counts: in memory up to usageMemoryRows, then in the temporary
+// table audit_usage on a connection of its own (the audit's transactions are read-only), so
+// that the audit's memory does not grow with the history.
+type usageTally struct {
+	mu     sync.Mutex
+	counts usageCounts
+	spill  *pgxpool.Conn // holds audit_usage once the counts outgrew memory
+}
+
+// merge adds a unit's counts.
+func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCounts) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.counts == nil {
+		t.counts = usageCounts{}
+	}
+	for k, n := range c {
+		t.counts[k] += n
+	}
+	if len(t.counts) < usageMemoryRows {
+		return nil
+	}
+	return t.flush(ctx, pool)
+}
+
+// flush moves the counts held to audit_usage.
+func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
+	if t.spill == nil {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint, PRIMARY KEY (day, place_id))`); err != nil {
+			c.Release()
+			return err
+		}
+		t.spill = c
+	}
+	days, places, n := make([]string, 0, len(t.counts)), make([]string, 0, len(t.counts)), make([]int64, 0, len(t.counts))
+	for k, v := range t.counts {
+		days, places, n = append(days, k.day), append(places, k.place), append(n, v)
+	}
+	_, err := t.spill.Exec(ctx, `INSERT INTO audit_usage SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+		ON CONFLICT (day, place_id) DO UPDATE SET requests = audit_usage.requests + EXCLUDED.requests`, days, places, n)
+	t.counts = usageCounts{}
+	return err
+}
+
+// close drops audit_usage and gives its connection back.
+func (t *usageTally) close() {
+	if t.spill != nil {
+		// A pooled connection must not keep the table: closing it is the sure way.
+		_ = t.spill.Conn().Close(context.Background())
+		t.spill.Release()
+		t.spill = nil
+	}
+}
+
+// usageRow is a (day, place) count; ok false once its side has no more.
+type usageRow struct {
+	usageKey
+	n  int64
+	ok bool
+}
+
+func (r usageRow) before(o usageRow) bool {
+	return r.ok && (!o.ok || r.day < o.day || r.day == o.day && r.place < o.place)
+}
+
+// compareUsage compares the counts with rm_usage_daily as the snapshot shows it: both are read
+// in (day, place) order, bytewise, and walked side by side. Days the archive holds part of are
+// not compared: from after the day of the oldest event the store still holds.
+func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) error {
+	t := &a.usage
+	from := ""
+	if archived {
+		var oldest *time.Time
+		if err := tx.QueryRow(ctx, `SELECT recorded_at FROM events ORDER BY position LIMIT 1`).Scan(&oldest); err != nil && err != pgx.ErrNoRows {
+			return err
+		}
+		if oldest != nil {
+			from = domain.Day(oldest.AddDate(0, 0, 1))
+		}
+	}
+	ledger := func() (usageRow, error) { return usageRow{}, nil }
+	if t.spill != nil {
+		if err := t.flush(ctx, nil); err != nil {
+			return err
+		}
+		rows, err := t.spill.Query(ctx, `SELECT day, place_id, requests FROM audit_usage WHERE day >= $1
+			ORDER BY day COLLATE "C", place_id COLLATE "C"`, from)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		ledger = func() (usageRow, error) {
+			var r usageRow
+			if !rows.Next() {
+				return r, rows.Err()
+			}
+			r.ok = true
+			return r, rows.Scan(&r.day, &r.place, &r.n)
+		}
+	} else {
+		keys := slices.SortedFunc(maps.Keys(t.counts), func(x, y usageKey) int {
+			if c := strings.Compare(x.day, y.day); c != 0 {
+				return c
+			}
+			return strings.Compare(x.place, y.place)
+		})
+		ledger = func() (usageRow, error) {
+			for len(keys) > 0 {
+				k := keys[0]
+				keys = keys[1:]
+				if k.day >= from {
+					return usageRow{usageKey: k, n: t.counts[k], ok: true}, nil
+				}
+			}
+			return usageRow{}, nil
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT to_char(day, 'YYYY-MM-DD'), place_id, requests FROM rm_usage_daily
+		WHERE day >= coalesce(nullif($1, '')::date, '-infinity') ORDER BY day, place_id COLLATE "C"`, from)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	model := func() (usageRow, error) {
+		var r usageRow
+		if !rows.Next() {
+			return r, rows.Err()
+		}
+		r.ok = true
+		return r, rows.Scan(&r.day, &r.place, &r.n)
+	}
+
+	var more int
+	differ := func(format string, args ...any) {
+		if more++; more <= usageDiffs {
+			a.differ(format, args...)
+		}
+	}
+	l, err := ledger()
+	if err != nil {
+		return err
+	}
+	m, err := model()
+	if err != nil {
+		return err
+	}
+	for l.ok || m.ok {
+		switch {
+		case l.before(m):
+			differ("usage %s place %s: the ledger has %d metered requests, missing from the usage read model", l.day, l.place, l.n)
+			l, err = ledger()
+		case m.before(l):
+			differ("usage %s place %s: the usage read model has %d requests, the ledger none", m.day, m.place, m.n)
+			m, err = model()
+		default:
+			if l.n != m.n {
+				differ("usage %s place %s: the usage read model has %d requests, the ledger %d", m.day, m.place, m.n, l.n)
+			}
+			if l, err = ledger(); err == nil {
+				m, err = model()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if more > usageDiffs {
+		a.differ("usage: %d more days and places differ", more-usageDiffs)
+	}
+	return nil
+}
