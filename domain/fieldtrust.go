@@ -25,8 +25,12 @@ const (
 	TrustStaleAt  = 365 * 24 * time.Hour // older than this is low, whatever the sources say
 )
 
-// TrustScoredFields always have an entry in field_trust, null when nothing observed them.
-var TrustScoredFields = []string{"phone", "website", "address", "hours"}
+// TrustScoredFields always have an entry in field_trust, null when nothing observed them:
+// every field of a place detail whose value comes from the catalog (all but place_id,
+// canonical_url and field_trust itself).
+var TrustScoredFields = []string{"name", "category", "address", "town_slug", "latitude", "longitude", "is_gem",
+	"local_gem_score", "phone", "website", "rating", "rating_count", "seo_description", "hours", "description",
+	"enrichment_tier"}
 
 // FieldTrust is how far the API vouches for one field of a place.
 type FieldTrust struct {

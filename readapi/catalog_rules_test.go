@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/projections"
 )
@@ -238,7 +239,10 @@ func TestFieldTrustTiers(t *testing.T) {
 	}
 	d, _ := s.get(key, "/api/data/places/t0").object(t)
 	ft := d["field_trust"].(map[string]any)
-	for _, f := range []string{"phone", "website", "address", "hours"} {
+	for _, f := range domain.TrustScoredFields {
+		if f == "seo_description" {
+			continue // observed
+		}
 		if v, ok := ft[f]; !ok || v != nil {
 			t.Errorf("unobserved %s: %v (present %v)", f, v, ok)
 		}

@@ -388,8 +388,20 @@ func TestPlaceDetailCarriesXCreditsRemainingAndTheDetailFields(t *testing.T) {
 	if phone == nil || phone["trustTier"] != "verified" || phone["sourceCount"] != 3.0 {
 		t.Fatalf("phone trust %v", trust["phone"])
 	}
-	if v, ok := trust["website"]; !ok || v != nil {
-		t.Fatalf("website without observations: %v present=%v, want null", v, ok)
+	for _, f := range domain.TrustScoredFields {
+		if v, ok := trust[f]; f != "phone" && (!ok || v != nil) {
+			t.Errorf("%s without observations: %v present=%v, want null", f, v, ok)
+		}
+	}
+
+	// A place whose stored detail was dropped (migration 0019) is rendered from its
+	// document: the same bytes.
+	if _, err := s.pool.Exec(ctx, `UPDATE rm_places SET detail_json = NULL, trust_from = NULL, trust_until = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.get(key, "/api/data/places/lex-bourbon-bar"); string(again.Body) != strings.Replace(string(r.Body), `"credits_used":1,"credits_remaining":999,"deduplicated":false`,
+		`"credits_used":0,"credits_remaining":999,"deduplicated":true`, 1) {
+		t.Errorf("rendered from its document:\n%s\nstored:\n%s", again.Body, r.Body)
 	}
 }
 
