@@ -393,11 +393,14 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 		a := accounts[p.req.AccountID]
 		switch {
 		case a == nil:
+		case fromMemory && !(a.written && (rerr != nil || written[a.no])):
+			a.stale = true
+		case p.err != nil:
+			// A refusal (402, a key revoked) wrote nothing and stands, whatever became of the
+			// account's other charges.
 		case a.written && rerr != nil:
 			p.res, p.err = ChargeResult{}, rerr
 		case a.written && written[a.no]:
-		case fromMemory:
-			a.stale = true
 		case a.written:
 			p.res, p.err = ChargeResult{}, domain.ErrUnavailable
 		}

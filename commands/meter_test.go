@@ -847,3 +847,41 @@ func TestABatchWhoseConnectionGoesSilentIsAnsweredAndTheMeterGoesOn(t *testing.T
 	}
 	auditClean(t, s.pool)
 }
+
+// A batch decided under the lock whose connection is lost before its writes: nothing of it was
+// charged, so its paid charges answer 503 unavailable; a charge it refused (402) still answers
+// 402, which is what it was, not 503.
+func TestARefusalInALostBatchStandsAndThePaidChargesAreUnavailable(t *testing.T) {
+	var writes atomic.Int32
+	gs := newGatedStack(t, &clock{now: noon}, commands.MeterHooks{BeforeWrite: func(cut func()) {
+		if writes.Add(1) == 2 { // the batch after the holder's
+			cut()
+		}
+	}})
+	_, holder := fundedAccount(t, gs.stack, 500)
+	// The account is brought down to 5 credits by another process, so that this meter holds
+	// nothing of it and decides its charges under the lock.
+	other := newStack(t, gs.pool.Config().ConnString(), gs.clock)
+	id, key := fundedAccount(t, other, 500)
+	hash := domain.HashKey(key.APIKey)
+	spend := make([]string, 995)
+	for i := range spend {
+		spend[i] = domain.PlaceResource(fmt.Sprint("spent-", i))
+	}
+	if res, err := other.charge(hash, domain.OpPlaceList, spend...); err != nil || res.Balance != 5 {
+		t.Fatalf("spending down: %+v %v", res, err)
+	}
+	out := gs.oneBatch(t, domain.HashKey(holder.APIKey), []chargeReq{
+		{hash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
+		{hash, domain.OpTowns, []string{domain.TownsResource}},
+	})
+	if !errors.Is(out[0].err, domain.ErrUnavailable) {
+		t.Errorf("the paid charge of the lost batch: %+v %v; want unavailable", out[0].res, out[0].err)
+	}
+	if !errors.Is(out[1].err, domain.ErrInsufficientCredits) {
+		t.Errorf("the refused charge of the lost batch: %+v %v; want insufficient credits", out[1].res, out[1].err)
+	}
+	if l := ledgerOf(t, gs.stack, id); l.balance != 5 || !l.consistent() {
+		t.Errorf("ledger %+v; want 5 credits left, nothing charged", l)
+	}
+}
