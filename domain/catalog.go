@@ -469,7 +469,12 @@ func catalogParsePlace(o catalogObject) (Place, *catalogFieldError) {
 	return p, nil
 }
 
-var catalogClock = regexp.MustCompile(`^(?:[01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`)
+// catalogClock is a time of day that opens or closes a range; only a close may be 24:00 (the
+// end of the day).
+var catalogClock = map[string]*regexp.Regexp{
+	"open":  regexp.MustCompile(`^(?:[01][0-9]|2[0-3]):[0-5][0-9]$`),
+	"close": regexp.MustCompile(`^(?:[01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$`),
+}
 
 func catalogParseHours(o catalogObject) (*Hours, *catalogFieldError) {
 	days, ferr := o.object("hours")
@@ -505,7 +510,10 @@ func catalogParseHours(o catalogObject) (*Hours, *catalogFieldError) {
 				if ferr != nil {
 					return nil, ferr
 				}
-				if !catalogClock.MatchString(v) {
+				if !catalogClock[f.name].MatchString(v) {
+					if f.name == "open" && v == "24:00" {
+						return nil, catalogErr(iv.name(f.name), "must be a time of day from 00:00 to 23:59 (24:00 only closes a range)")
+					}
 					return nil, catalogErr(iv.name(f.name), "must be a time of day HH:MM")
 				}
 				*f.dst = v

@@ -152,6 +152,7 @@ func TestBadLinesAreReportedByLineAndField(t *testing.T) {
 		{"unknown day", place(`"hours":{"monday":[]}`), "hours.monday", "unknown day"},
 		{"bad opening time", place(`"hours":{"mon":[{"open":"9:00","close":"17:00"}]}`), "hours.mon[0].open", "HH:MM"},
 		{"closing at 25:00", place(`"hours":{"tue":[{"open":"09:00","close":"25:00"}]}`), "hours.tue[0].close", "HH:MM"},
+		{"opening at 24:00", place(`"hours":{"sat":[{"open":"24:00","close":"03:00"}]}`), "hours.sat[0].open", "24:00 only closes"},
 		{"day not an array", place(`"hours":{"mon":{"open":"09:00"}}`), "hours.mon", "array"},
 		{"menu item without name", place(`"menu":[{"name":"Pie","price":3},{"price":2}]`), "menu[1].name", "is required"},
 		{"negative menu price", place(`"menu":[{"name":"Pie","price":-3}]`), "menu[0].price", "negative"},

@@ -203,12 +203,6 @@ func FuzzQueryParameters(f *testing.F) {
 		switch status {
 		case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusTooManyRequests:
 			t.Fatalf("GET %q: status %d masks parameter parsing (fixture problem): %s", where, status, body)
-		case http.StatusMovedPermanently:
-			// The router redirects an unclean path ("/a/../b", "//") to its clean form.
-			if rec.Header().Get("Location") == "" {
-				t.Fatalf("GET %q: 301 without Location", where)
-			}
-			return
 		}
 		var v map[string]json.RawMessage
 		if err := json.Unmarshal(body, &v); err != nil {

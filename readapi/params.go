@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 
@@ -44,11 +45,12 @@ func ResolveTown(town string) string {
 // unmatchableTown is a prefix no town slug has: slugs are made of a-z, 0-9 and '-'.
 const unmatchableTown = "~"
 
-// paramLimits is the longest value, in bytes as sent (after percent-decoding), of each query
-// parameter a data route reads, and of the place id in the path. No valid value comes near
-// these (the longest town slug has 52 bytes; catalog ids at most 128), so a longer one is
-// refused with 400 bad_request naming the parameter, before anything is looked up or charged.
-// docs/limits.md and the OpenAPI document list the same numbers.
+// paramLimits is the longest value, in characters (after percent-decoding, as JSON Schema's
+// maxLength counts), of each query parameter a data route reads, and of the place id in the
+// path. No valid value comes near these (the longest town slug has 52 characters; catalog ids
+// at most 128), so a longer one is refused with 400 bad_request naming the parameter, before
+// anything is looked up or charged. docs/limits.md and the OpenAPI document list the same
+// numbers.
 var paramLimits = map[string]int{
 	"town": 100, "q": 200,
 	"limit": 20, "offset": 20,
@@ -60,26 +62,62 @@ var paramLimits = map[string]int{
 // ParamLimits returns a copy of the length limits, by parameter name (placeId for the path).
 func ParamLimits() map[string]int { return maps.Clone(paramLimits) }
 
-// checkLengths refuses a request whose place id, or the value used of any parameter in
-// params (the first occurrence), is longer than paramLimits allows.
-func checkLengths(r *http.Request, params []string) error {
-	if id, ok := mux.Vars(r)["placeId"]; ok && len(id) > paramLimits["placeId"] {
-		return badParam("placeId", "must be at most %d bytes", paramLimits["placeId"])
+// checkParams refuses, naming the parameter, a request whose query string does not parse (a
+// pair with ';' or a broken %-escape: url.Values would drop it silently, and a filter dropped
+// is an unfiltered, paid answer), one that gives a parameter the route reads more than once,
+// and one whose place id or parameter is longer than paramLimits allows.
+func checkParams(r *http.Request, params []string) error {
+	if id, ok := placeIDVar(r); ok && utf8.RuneCountInString(id) > paramLimits["placeId"] {
+		return badParam("placeId", "must be at most %d characters", paramLimits["placeId"])
+	}
+	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+		return queryProblem(r.URL.RawQuery)
 	}
 	if len(params) == 0 {
 		return nil
 	}
 	q := r.URL.Query()
 	for _, name := range params {
-		if limit := paramLimits[name]; len(q.Get(name)) > limit {
-			return badParam(name, "must be at most %d bytes", limit)
+		if len(q[name]) > 1 {
+			return badParam(name, "is given %d times; give it once", len(q[name]))
+		}
+		if limit := paramLimits[name]; utf8.RuneCountInString(q.Get(name)) > limit {
+			return badParam(name, "must be at most %d characters", limit)
 		}
 	}
 	return nil
 }
 
-// badParam is a query parameter that is missing, malformed or out of range: a 400
-// bad_request naming the parameter.
+// queryProblem names the first pair of a query string that does not parse.
+func queryProblem(raw string) error {
+	for _, pair := range strings.Split(raw, "&") {
+		name, value, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		switch _, verr := url.QueryUnescape(value); {
+		case strings.Contains(pair, ";"):
+			return badParam(name, "holds a ';': separate parameters with '&', and send ';' in a value as %%3B")
+		case verr != nil:
+			return badParam(name, "is not a valid percent-encoded value (a '%%' must start %%XX; send '%%' itself as %%25)")
+		}
+	}
+	return httpx.BadRequest("the query string is not valid")
+}
+
+// placeIDVar is the route's place id, percent-decoded: the router matches the path as sent,
+// so that an encoded '/' stays inside the id rather than choosing another route.
+func placeIDVar(r *http.Request) (string, bool) {
+	raw, ok := mux.Vars(r)["placeId"]
+	if !ok {
+		return "", false
+	}
+	if id, err := url.PathUnescape(raw); err == nil {
+		return id, true
+	}
+	return raw, true
+}
+
 func badParam(name, format string, args ...any) error {
 	return httpx.BadRequest("parameter %q %s", name, fmt.Sprintf(format, args...))
 }

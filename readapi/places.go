@@ -9,7 +9,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyapi/kyapi/domain"
@@ -187,7 +186,7 @@ func (s *Server) placeReviews(w http.ResponseWriter, r *http.Request, c caller) 
 // holding a NUL, which PostgreSQL text cannot store) is a place not found, answered
 // without a lookup.
 func placeIDOf(r *http.Request) (string, error) {
-	id := mux.Vars(r)["placeId"]
+	id, _ := placeIDVar(r)
 	if !utf8.ValidString(id) || strings.IndexByte(id, 0) >= 0 {
 		return id, errPlaceNotFound(id)
 	}

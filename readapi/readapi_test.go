@@ -160,12 +160,12 @@ func TestOutOfRangeOrMalformedParametersAre400BadRequestAndNotCharged(t *testing
 func TestEveryParameterLongerThanItsLimitIs400NamingItAndNotCharged(t *testing.T) {
 	s := newStack(t)
 	account, key := s.customer(500)
-	junk := func(n int) string { // random-looking text of n bytes: letters, spaces, %, multibyte
+	junk := func(n int) string { // random-looking text of n characters: letters, spaces, %, multibyte
 		var b strings.Builder
-		for i := 0; b.Len() < n; i++ {
-			b.WriteString([]string{"a", " ", "%", "é", "Z", "-", "9", "&"}[(i*7+i/3)%8])
+		for i := 0; i < n; i++ {
+			b.WriteString([]string{"a", " ", "%", "é", "Z", "-", "9", "&", "東"}[(i*7+i/3)%9])
 		}
-		return b.String()[:n]
+		return b.String()
 	}
 	over := map[string]struct{ route, param string }{
 		"places town":       {"/api/data/places?", "town"},
@@ -193,8 +193,8 @@ func TestEveryParameterLongerThanItsLimitIs400NamingItAndNotCharged(t *testing.T
 				if err := json.Unmarshal(r.Body, &e); err != nil {
 					t.Fatal(err)
 				}
-				if want := strconv.Quote(c.param) + " must be at most " + strconv.Itoa(limit) + " bytes"; !strings.Contains(e.Error, want) {
-					t.Fatalf("%d bytes: error %q does not say %s", n, e.Error, want)
+				if want := strconv.Quote(c.param) + " must be at most " + strconv.Itoa(limit) + " characters"; !strings.Contains(e.Error, want) {
+					t.Fatalf("%d characters: error %q does not say %s", n, e.Error, want)
 				}
 			}
 		})
@@ -215,6 +215,10 @@ func TestEveryParameterLongerThanItsLimitIs400NamingItAndNotCharged(t *testing.T
 	atMax := strings.Repeat("y", readapi.ParamLimits()["town"])
 	if rows, m := s.get(key, "/api/data/places?town="+atMax+"&q="+strings.Repeat("q", readapi.ParamLimits()["q"])).rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
 		t.Fatalf("town and q at their maximum: %d rows, meta %+v", len(rows), m)
+	}
+	// The maximum counts characters, as the OpenAPI document's maxLength does, not bytes.
+	if rows, m := s.get(key, "/api/data/places?q="+url.QueryEscape(strings.Repeat("é", readapi.ParamLimits()["q"]))).rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
+		t.Fatalf("q of %d two-byte characters: %d rows, meta %+v", readapi.ParamLimits()["q"], len(rows), m)
 	}
 	if _, m := s.get(key, "/api/data/events?town="+atMax).rows(t); m.CreditsUsed != 5 {
 		t.Fatalf("events with a town at its maximum: meta %+v, want 5 credits", m)

@@ -56,7 +56,11 @@ func (s *Server) Handler() http.Handler {
 	}
 	data := func(params []string, h dataHandler) http.Handler { return s.authorized(limiter, params, h) }
 
-	r := mux.NewRouter()
+	// Paths are routed as sent: not decoded first (an encoded '/' in a place id would choose
+	// another route: a%2Fmenu the menu of a), and not cleaned with a redirect before
+	// authentication (x/../y would answer for place y). A path that is not a route as sent
+	// is an authenticated 404.
+	r := mux.NewRouter().UseEncodedPath().SkipClean(true)
 	r.Use(httpx.AccessLog(log))
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -159,7 +163,7 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
 			return
 		}
-		err = checkLengths(r, params)
+		err = checkParams(r, params)
 		if err == nil {
 			err = h(w, r, c)
 		}
