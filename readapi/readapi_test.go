@@ -482,6 +482,13 @@ func TestEventsDefaultToTheNext90DaysAndHonourAnInclusiveWindow(t *testing.T) {
 	if want := []string{"ev-jazz", "ev-july"}; !slices.Equal(idsOf(events, "event_id"), want) {
 		t.Fatalf("lexington window: %v, want %v", idsOf(events, "event_id"), want)
 	}
+
+	// A to before today without a from: the 400 names to, the parameter the client gave.
+	r := s.get(key, "/api/data/events?to=2020-01-01")
+	r.expectError(t, http.StatusBadRequest, "bad_request")
+	if !strings.Contains(string(r.Body), `parameter \"to\" must not be before from, which defaults to today`) {
+		t.Errorf("to before the default from: %s", r.Body)
+	}
 }
 
 func TestRelatedPlacesShareTheTopLevelCategoryNearestFirst(t *testing.T) {
@@ -540,6 +547,11 @@ func TestHealthAndTheOpenAPIDocumentNeedNoKey(t *testing.T) {
 	s := newStack(t)
 	if r := s.get("", "/healthz"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"ok"`) {
 		t.Fatalf("healthz %d %s", r.Status, r.Body)
+	}
+	for _, p := range []string{"/healthz", "/openapi.json"} {
+		if r := s.unchecked(http.MethodHead, "", p); r.Status != http.StatusOK || len(r.Body) != 0 {
+			t.Errorf("HEAD %s without a key: %d %q, want 200 and no body", p, r.Status, r.Body)
+		}
 	}
 	if r := s.get("", "/openapi.json"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"0.1.0"`) {
 		t.Fatalf("openapi.json %d", r.Status)

@@ -62,13 +62,14 @@ func (s *Server) Handler() http.Handler {
 	// is an authenticated 404.
 	r := mux.NewRouter().UseEncodedPath().SkipClean(true)
 	r.Use(httpx.AccessLog(log))
+	// The two requests served without a key; HEAD too, for monitors.
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}).Methods(http.MethodGet)
+	}).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openapi.Document())
-	}).Methods(http.MethodGet)
+	}).Methods(http.MethodGet, http.MethodHead)
 
 	// Each route with the query parameters it reads: their lengths are checked (paramLimits)
 	// before the handler parses them.

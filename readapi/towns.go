@@ -46,6 +46,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error 
 		return err
 	}
 	if from.After(to) {
+		if _, given := lookup(q, "from"); !given {
+			return badParam("to", "must not be before from, which defaults to today (%s) when not given", from.Format(time.DateOnly))
+		}
 		return badParam("from", "must not be after to")
 	}
 	rows, err := s.Pool.Query(r.Context(), `
