@@ -653,3 +653,51 @@ func TestTheLedgerExportSaysItStartsAfterTheArchivedFacts(t *testing.T) {
 		t.Fatalf("an export starting at the boundary says it skipped archived facts: %q", header.Get("Ledger-Archived"))
 	}
 }
+
+// The usage audit does not compare the days the archive may hold part of: up to the day of the
+// newest archived event. Times do not follow positions across streams (a process whose clock
+// is ahead records an account's events at that time), so an archived event can be of a later
+// day than the first event kept; cut at the oldest kept, a consistent store audited dirty.
+func TestTheUsageAuditSkipsEveryDayTheArchiveHoldsPartOf(t *testing.T) {
+	h := newHistory(t, 0, 0)
+	// A process whose clock is five days ahead charges the small account once, early in the
+	// store (position < 1001).
+	h.clock.Store(start.AddDate(0, 0, 5).UnixMicro())
+	if _, err := h.meter.Charge(ctx, commands.ChargeRequest{Caller: h.small.caller, Operation: domain.OpPlaceDetail,
+		Resources: []string{domain.PlaceResource("ahead")}}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Store(start.UnixMicro())
+	for i := 0; i < 1100; i++ {
+		h.charge(t, h.big, i)
+	}
+	catchUp(t, h.pool)
+	auditClean(t, h.pool, audit.Options{})
+
+	opts := h.options(t, 2000)
+	opts.Now = start.AddDate(0, 0, 12)
+	res, err := archive.Archive(ctx, h.pool, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.To != 1001 {
+		t.Fatalf("archived %+v; want positions up to 1000", res)
+	}
+	var out strings.Builder
+	rep, err := audit.Run(ctx, h.pool, audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Differences) != 0 {
+		t.Fatalf("a consistent store audits dirty after archiving (the oldest kept event is of %s):\n%s",
+			oldestKept(t, h).Format(time.DateOnly), out.String())
+	}
+}
+
+func oldestKept(t *testing.T, h *history) time.Time {
+	var at time.Time
+	if err := h.pool.QueryRow(ctx, `SELECT recorded_at FROM events ORDER BY position LIMIT 1`).Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return at.UTC()
+}

@@ -214,6 +214,40 @@ func TestAuditComparesTheUsageReadModel(t *testing.T) {
 	}
 }
 
+// The usage counts spill to a temporary table on a connection of the audit's own: taken from
+// the pool, it waited for a connection the audit and its workers held (kyapi audit -workers 15
+// on the service's 16-connection pool), and the audit never ended.
+func TestAnAuditWhoseUsageSpillsWhileItsWorkersHoldThePoolEnds(t *testing.T) {
+	t.Cleanup(audit.SetUsageMemoryRows(2))
+	url := pgtest.NewDatabase(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	for range 8 {
+		newWorld(t, pool, 3)
+	}
+	catchUp(t, pool)
+
+	c, cancel := context.WithTimeout(ctx, 3*time.Minute) // a guard against a hang, not a time limit
+	defer cancel()
+	// 1 (the audit's snapshot) + 3 workers = the pool's 4 connections; one unit per account
+	// stream (SegmentEvents 1), so that workers still hold theirs when the first unit spills.
+	rep, err := audit.Run(c, pool, audit.Options{Workers: 3, SegmentEvents: 1})
+	if err != nil {
+		t.Fatalf("audit with 3 workers on a 4-connection pool: %v (want a clean report)", err)
+	}
+	if len(rep.Differences) != 0 {
+		t.Fatalf("differences: %v", rep.Differences)
+	}
+}
+
 // Tampering with the events themselves is named by stream, version and position.
 func TestAuditNamesEditedMissingAndReorderedEvents(t *testing.T) {
 	cases := []struct {

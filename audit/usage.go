@@ -53,7 +53,7 @@ const usageDiffs = 100
 type usageTally struct {
 	mu     sync.Mutex
 	counts usageCounts
-	spill  *pgxpool.Conn // holds audit_usage once the counts outgrew memory
+	spill  *pgx.Conn // holds audit_usage once the counts outgrew memory
 }
 
 // merge adds a unit's counts.
@@ -75,12 +75,13 @@ func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCount
 // flush moves the counts held to audit_usage.
 func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	if t.spill == nil {
-		c, err := pool.Acquire(ctx)
+		// A connection of its own, not the pool's: the workers may hold every pooled one.
+		c, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 		if err != nil {
 			return err
 		}
 		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint, PRIMARY KEY (day, place_id))`); err != nil {
-			c.Release()
+			_ = c.Close(ctx)
 			return err
 		}
 		t.spill = c
@@ -95,12 +96,10 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	return err
 }
 
-// close drops audit_usage and gives its connection back.
+// close ends the connection holding audit_usage, and the table with it.
 func (t *usageTally) close() {
 	if t.spill != nil {
-		// A pooled connection must not keep the table: closing it is the sure way.
-		_ = t.spill.Conn().Close(context.Background())
-		t.spill.Release()
+		_ = t.spill.Close(context.Background())
 		t.spill = nil
 	}
 }
@@ -117,18 +116,20 @@ func (r usageRow) before(o usageRow) bool {
 }
 
 // compareUsage compares the counts with rm_usage_daily as the snapshot shows it: both are read
-// in (day, place) order, bytewise, and walked side by side. Days the archive holds part of are
-// not compared: from after the day of the oldest event the store still holds.
+// in (day, place) order, bytewise, and walked side by side. Days the archive may hold part of
+// are not compared: up to the day of the newest archived event.
 func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) error {
 	t := &a.usage
 	from := ""
 	if archived {
-		var oldest *time.Time
-		if err := tx.QueryRow(ctx, `SELECT recorded_at FROM events ORDER BY position LIMIT 1`).Scan(&oldest); err != nil && err != pgx.ErrNoRows {
+		// The newest archived event: a stream's boundary is its last archived one. Times do
+		// not follow positions across streams, so the oldest event kept says nothing.
+		var newest *time.Time
+		if err := tx.QueryRow(ctx, `SELECT max(recorded_at) FROM stream_boundaries`).Scan(&newest); err != nil {
 			return err
 		}
-		if oldest != nil {
-			from = domain.Day(oldest.AddDate(0, 0, 1))
+		if newest != nil {
+			from = domain.Day(newest.AddDate(0, 0, 1))
 		}
 	}
 	ledger := func() (usageRow, error) { return usageRow{}, nil }
