@@ -193,3 +193,35 @@ func TestTheHeaderLimitAnswerIsInTheDocument(t *testing.T) {
 	}
 	openapitest.New(t).Check(t, req, resp, body)
 }
+
+// An unknown route or a wrong method is 404 or 405 whatever its query string: no route reads
+// it, so one that does not parse is not a 400 about a parameter nothing reads. Nor is it on a
+// route that reads no parameter.
+func TestAnUnknownRouteOrMethodIgnoresItsQueryString(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	s.unchecked(http.MethodGet, key, "/api/data/nothing-here?x=50%off").expectError(t, http.StatusNotFound, "not_found")
+	s.unchecked(http.MethodGet, key, "/api/data/nothing-here?a=1;b=2").expectError(t, http.StatusNotFound, "not_found")
+	r := s.unchecked(http.MethodPost, key, "/api/data/towns?x=50%off")
+	r.expectError(t, http.StatusMethodNotAllowed, "bad_request")
+	if r := s.unchecked(http.MethodPost, key, "/healthz"); r.Header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("405 on /healthz: Allow %q, want GET, HEAD", r.Header.Get("Allow"))
+	}
+	if r := s.get(key, "/api/data/places/lex-bourbon-bar?x=50%off"); r.Status != http.StatusOK {
+		t.Errorf("detail with a query it does not read: %d %s", r.Status, r.Body)
+	}
+}
+
+// The access log's resource_id is the place id served and charged, decoded: the router reads
+// the path as sent.
+func TestTheAccessLogNamesThePlaceServedNotItsEncoding(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	if r := s.get(key, "/api/data/places/lex%2Dbourbon-bar"); r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	log := s.log.String()
+	if !strings.Contains(log, `"resource_id":"lex-bourbon-bar"`) {
+		t.Fatalf("log names the place served as lex-bourbon-bar otherwise: %s", log)
+	}
+}

@@ -70,11 +70,11 @@ func checkParams(r *http.Request, params []string) error {
 	if id, ok := placeIDVar(r); ok && utf8.RuneCountInString(id) > paramLimits["placeId"] {
 		return badParam("placeId", "must be at most %d characters", paramLimits["placeId"])
 	}
+	if len(params) == 0 {
+		return nil // a route that reads no parameter drops nothing
+	}
 	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
 		return queryProblem(r.URL.RawQuery)
-	}
-	if len(params) == 0 {
-		return nil
 	}
 	q := r.URL.Query()
 	for _, name := range params {

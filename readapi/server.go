@@ -100,7 +100,11 @@ func (s *Server) Handler() http.Handler {
 		return &notFoundError{httpx.CodeNotFound, "no such route"}
 	}))
 	r.MethodNotAllowedHandler = httpx.AccessLog(log)(data(nil, func(w http.ResponseWriter, r *http.Request, _ caller) error {
-		w.Header().Set("Allow", http.MethodGet)
+		allow := http.MethodGet
+		if r.URL.Path == "/healthz" || r.URL.Path == "/openapi.json" {
+			allow += ", " + http.MethodHead
+		}
+		w.Header().Set("Allow", allow)
 		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest,
 			"method "+r.Method+" is not allowed; the read API answers GET only")
 		return nil

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -256,6 +257,10 @@ func resourceID(r *http.Request) string {
 	vars := mux.Vars(r)
 	for _, name := range []string{"keyId", "placeId", "accountId"} {
 		if v := vars[name]; v != "" {
+			// A router that matches the path as sent (the read API's) leaves it encoded.
+			if decoded, err := url.PathUnescape(v); err == nil {
+				return decoded
+			}
 			return v
 		}
 	}
