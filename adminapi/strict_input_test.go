@@ -72,6 +72,8 @@ func TestAnImportLineNamingAFieldTwiceIsRefused(t *testing.T) {
 		{`{"record":"town","town":{"slug":"paris","name":"Paris","name":"Hazard"}}`, "name"},
 		{`{"record":"place","place_id":"p1","name":"P","category":"cafe","town_slug":"berea","latitude":37.5,"longitude":-84.3,` +
 			`"sources":{"phone":[{"source":"a","value":"1","value":"2","observed_at":"2026-01-01T00:00:00Z"}]}}`, "sources.phone[0].value"},
+		{`{"record":"place","place_id":"p1","name":"P","category":"cafe","town_slug":"berea","latitude":37.5,"longitude":-84.3,` +
+			`"sources":{"hours":[{"source":"a","value":{"mon":[{"open":"09:00","open":"10:00"}]},"observed_at":"2026-01-01T00:00:00Z"}]}}`, `"open" twice`},
 	} {
 		body := `{"record":"town","slug":"berea","name":"Berea"}` + "\n" + c.line + "\n"
 		r := f.call("POST", "/admin/catalog/import", body)

@@ -640,6 +640,9 @@ func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFie
 				if err := json.Unmarshal(raw, &x.Value); err != nil {
 					return nil, catalogErr(ob.name("value"), "is not valid JSON")
 				}
+				if name, twice := catalogRepeatedNameWithin(raw); twice {
+					return nil, catalogErr(ob.name("value"), "names the field %q twice in one object", name)
+				}
 			}
 			obs = append(obs, x)
 		}
@@ -732,6 +735,58 @@ func catalogRepeatedField(raw []byte, fields map[string]json.RawMessage) (string
 		}
 	}
 	return "", false
+}
+
+// catalogRepeatedNameWithin finds a name that an object anywhere in the valid JSON value raw
+// gives twice (a value kept as it is, such as an observation's: decoding keeps the last).
+func catalogRepeatedNameWithin(raw []byte) (string, bool) {
+	type frame struct {
+		names map[string]struct{} // nil in an array
+		name  bool                // an object's next token is a name
+	}
+	var stack []*frame
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				if top != nil && top.names != nil {
+					top.name = true // after this value, the next name
+				}
+				f := &frame{}
+				if t == '{' {
+					f.names, f.name = map[string]struct{}{}, true
+				}
+				stack = append(stack, f)
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.names != nil && top.name {
+				if _, seen := top.names[t]; seen {
+					return t, true
+				}
+				top.names[t], top.name = struct{}{}, false
+				continue
+			}
+			if top != nil && top.names != nil {
+				top.name = true
+			}
+		default:
+			if top != nil && top.names != nil {
+				top.name = true
+			}
+		}
+	}
 }
 
 // catalogCountNames counts the names of the valid JSON object raw (its own, not its values').

@@ -259,3 +259,40 @@ func TestCanonicalURL(t *testing.T) {
 		}
 	}
 }
+
+// An observation's value is kept as given: a name repeated in one of its objects is refused
+// (decoding would keep the last), the same name in different objects is not.
+func TestAnObservationValueNamingAFieldTwiceInOneObjectIsRefused(t *testing.T) {
+	line := func(value string) string {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(catalogPlaceLine), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["sources"] = json.RawMessage(`{"hours":[{"source":"a","observed_at":"2026-01-01T00:00:00Z","value":` + value + `}]}`)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, ok := range []string{
+		`{"mon":[{"open":"09:00","close":"17:00"}],"tue":[{"open":"09:00","close":"17:00"}]}`,
+		`[{"a":1},{"a":2},[{"a":{"a":3}}]]`,
+		`{"a":"\"a\"","b":{"a":1}}`,
+	} {
+		if _, err := domain.ParseCatalog(strings.NewReader(line(ok))); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		`{"mon":[{"open":"09:00","open":"10:00"}]}`,
+		`[{"a":1,"b":[],"a":2}]`,
+		`{"x":{"y":1},"x":2}`,
+		`{"\u0061":1,"a":2}`,
+	} {
+		_, err := domain.ParseCatalog(strings.NewReader(line(bad)))
+		if err == nil || !strings.Contains(err.Error(), "sources.hours[0].value") || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s: %v; want the value refused, naming it", bad, err)
+		}
+	}
+}
