@@ -205,3 +205,31 @@ func databaseThrough(t *testing.T, last string) *pgxpool.Pool {
 	}
 	return pool
 }
+
+// Migration 0019 keeps every stored detail but marks it as holding for no instant, so that
+// every process — this version's and, during a roll, the previous one's — renders the place
+// afresh (with field_trust's new null entries) rather than serve the old rendering or none.
+func TestStoredDetailsRenderedBeforeTheNewFieldTrustHoldForNoInstant(t *testing.T) {
+	ctx := context.Background()
+	pool := databaseThrough(t, "0018_restored_partitions_no_truncate.sql")
+	if _, err := pool.Exec(ctx, `INSERT INTO rm_places (place_id, name, normalized_name, category, is_gem, marked_chain, is_chain,
+			doc, has_menu, has_review, version, updated_at, row_json, detail_json, trust_from, trust_until)
+		VALUES ('p1', 'P', 'p', 'food', false, false, false, '{}', false, false, 1, now(), '{"place_id":"p1",', ',"field_trust":{}}', NULL, NULL),
+		       ('p2', 'Q', 'q', 'food', false, false, false, '{}', false, false, 1, now(), NULL, NULL, NULL, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var detail, until *string
+	if err := pool.QueryRow(ctx, `SELECT detail_json, to_char(trust_until AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM rm_places WHERE place_id = 'p1'`).Scan(&detail, &until); err != nil {
+		t.Fatal(err)
+	}
+	if detail == nil || *detail != `,"field_trust":{}}` || until == nil || *until != "1970-01-01" {
+		t.Fatalf("p1 after 0019: detail %v, trust_until %v; want the detail kept, its window ended in 1970", detail, until)
+	}
+	var untouched bool
+	if err := pool.QueryRow(ctx, `SELECT trust_until IS NULL FROM rm_places WHERE place_id = 'p2'`).Scan(&untouched); err != nil || !untouched {
+		t.Fatalf("p2, never rendered, is left as it was: %v %v", untouched, err)
+	}
+}

@@ -398,8 +398,15 @@ func TestPlaceDetailCarriesXCreditsRemainingAndTheDetailFields(t *testing.T) {
 		}
 	}
 
-	// A place whose stored detail was dropped (migration 0019) is rendered from its
-	// document: the same bytes.
+	// A place whose stored detail holds for no instant any more (migration 0019), or that has
+	// none, is rendered from its document: the same bytes.
+	if _, err := s.pool.Exec(ctx, `UPDATE rm_places SET trust_from = NULL, trust_until = '1970-01-01T00:00:00Z'`); err != nil {
+		t.Fatal(err)
+	}
+	if again := s.get(key, "/api/data/places/lex-bourbon-bar"); string(again.Body) != strings.Replace(string(r.Body), `"credits_used":1,"credits_remaining":999,"deduplicated":false`,
+		`"credits_used":0,"credits_remaining":999,"deduplicated":true`, 1) {
+		t.Errorf("rendered from its document after its window:\n%s\nstored:\n%s", again.Body, r.Body)
+	}
 	if _, err := s.pool.Exec(ctx, `UPDATE rm_places SET detail_json = NULL, trust_from = NULL, trust_until = NULL`); err != nil {
 		t.Fatal(err)
 	}

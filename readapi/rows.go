@@ -14,10 +14,10 @@ import (
 
 // The read API serves places from the views the catalog projection stored in rm_places
 // (domain.RenderPlace): bytes ready to write, no document decoded per request. A place
-// whose row has no view yet (written before views existed), or no stored detail (dropped
-// by migration 0019 when field_trust gained entries), or whose detail was rendered with a
-// field_trust that no longer holds at the request's instant, is rendered from its stored
-// document instead; that costs a decode, and gives the same bytes a fresh view would.
+// whose row has no view yet (written before views existed), or no stored detail, or whose
+// detail was rendered with a field_trust that no longer holds at the request's instant (or
+// for any instant: migration 0019, when field_trust gained entries), is rendered from its
+// stored document instead; that costs a decode, and gives the same bytes a fresh view would.
 
 // loadDetail reads the place detail payload of place id; ok is false when there is none.
 func (s *Server) loadDetail(ctx context.Context, id string) (data rawJSON, ok bool, err error) {
