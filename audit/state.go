@@ -67,6 +67,9 @@ type streamState struct {
 	days      map[dayKey]*daySum // events up to the account_days projection's checkpoint
 	usage     usageCounts        // the unit's, in a whole-store audit: up to the usage projection's checkpoint
 	diffs     []string
+
+	lastDayNo int64 // dayOf's memo
+	lastDay   string
 }
 
 func (a *auditor) newState(s streamInfo) *streamState {
@@ -181,7 +184,7 @@ func (s *streamState) add(e eventstore.Event) {
 		s.usage.add(e.RecordedAt, f)
 	}
 	if s.upTo(e, accountDaysProjection) {
-		day := domain.Day(e.RecordedAt)
+		day := s.dayOf(e.RecordedAt)
 		closing := s.day(dayKey{day, ""})
 		if e.Version > closing.version {
 			closing.version, closing.balanceAfter = e.Version, f.BalanceAfter
@@ -190,6 +193,14 @@ func (s *streamState) add(e eventstore.Event) {
 			s.day(dayKey{day, kind}).Add(f)
 		}
 	}
+}
+
+// dayOf is domain.Day(at), formatted once per UTC day the stream's events are on in a row.
+func (s *streamState) dayOf(at time.Time) string {
+	if n := at.Unix() / 86400; n != s.lastDayNo || s.lastDay == "" {
+		s.lastDayNo, s.lastDay = n, domain.Day(at)
+	}
+	return s.lastDay
 }
 
 func (s *streamState) day(k dayKey) *daySum {

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -21,7 +22,11 @@ import (
 // compared with the table once every unit is done (compareUsage).
 const usageProjection = "usage"
 
-type usageKey struct{ day, place string }
+// usageKey is a UTC day (days since 1970-01-01) and a place.
+type usageKey struct {
+	day   int32
+	place string
+}
 
 // usageCounts are metered requests per UTC day and place, as the events say.
 type usageCounts map[usageKey]int64
@@ -30,19 +35,29 @@ func (c usageCounts) add(at time.Time, f domain.AccountFact) {
 	if !f.Metered() || !f.Operation.UsageCounted() {
 		return
 	}
-	day := domain.Day(at)
+	day := int32(at.Unix() / 86400) // recorded_at is never before 1970
 	for _, list := range [][]string{f.Paid, f.Deduplicated} {
 		for _, r := range list {
-			if id := domain.PlaceOfResource(r); id != "" {
-				c[usageKey{day, id}]++
+			id := domain.PlaceOfResource(r)
+			if id == "" {
+				continue
 			}
+			k := usageKey{day, id}
+			if n, ok := c[k]; ok {
+				c[k] = n + 1
+				continue
+			}
+			k.place = strings.Clone(id) // not the event's resource string kept alive with it
+			c[k] = 1
 		}
 	}
 }
 
+func usageDay(day int32) string { return domain.Day(time.Unix(int64(day)*86400, 0)) }
+
 // usageMemoryRows bounds the (day, place) counts the audit holds; past it they go to a
 // temporary table (about 100 bytes each in memory). A variable for the tests.
-var usageMemoryRows = 200_000
+var usageMemoryRows = 100_000
 
 // usageDiffs bounds the usage differences listed one by one; the rest are counted.
 const usageDiffs = 100
@@ -88,7 +103,7 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	days, places, n := make([]string, 0, len(t.counts)), make([]string, 0, len(t.counts)), make([]int64, 0, len(t.counts))
 	for k, v := range t.counts {
-		days, places, n = append(days, k.day), append(places, k.place), append(n, v)
+		days, places, n = append(days, usageDay(k.day)), append(places, k.place), append(n, v)
 	}
 	_, err := t.spill.Exec(ctx, `INSERT INTO audit_usage SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
 		ON CONFLICT (day, place_id) DO UPDATE SET requests = audit_usage.requests + EXCLUDED.requests`, days, places, n)
@@ -106,9 +121,9 @@ func (t *usageTally) close() {
 
 // usageRow is a (day, place) count; ok false once its side has no more.
 type usageRow struct {
-	usageKey
-	n  int64
-	ok bool
+	day, place string
+	n          int64
+	ok         bool
 }
 
 func (r usageRow) before(o usageRow) bool {
@@ -153,7 +168,7 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 		}
 	} else {
 		keys := slices.SortedFunc(maps.Keys(t.counts), func(x, y usageKey) int {
-			if c := strings.Compare(x.day, y.day); c != 0 {
+			if c := cmp.Compare(x.day, y.day); c != 0 {
 				return c
 			}
 			return strings.Compare(x.place, y.place)
@@ -162,8 +177,8 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 			for len(keys) > 0 {
 				k := keys[0]
 				keys = keys[1:]
-				if k.day >= from {
-					return usageRow{usageKey: k, n: t.counts[k], ok: true}, nil
+				if day := usageDay(k.day); day >= from {
+					return usageRow{day: day, place: k.place, n: t.counts[k], ok: true}, nil
 				}
 			}
 			return usageRow{}, nil
