@@ -714,32 +714,17 @@ func catalogRepeatedField(raw []byte, fields map[string]json.RawMessage) (string
 	if catalogCountNames(raw) == len(fields) {
 		return "", false
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return "", false
-	}
-	seen := make(map[string]struct{}, len(fields))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		name, _ := tok.(string)
-		if _, ok := seen[name]; ok {
-			return name, true
-		}
-		seen[name] = struct{}{}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
-	}
-	return "", false
+	return catalogRepeatedName(raw, false)
 }
 
 // catalogRepeatedNameWithin finds a name that an object anywhere in the valid JSON value raw
 // gives twice (a value kept as it is, such as an observation's: decoding keeps the last).
-func catalogRepeatedNameWithin(raw []byte) (string, bool) {
+func catalogRepeatedNameWithin(raw []byte) (string, bool) { return catalogRepeatedName(raw, true) }
+
+// catalogRepeatedName finds a name given twice in one object of the valid JSON value raw: in
+// any of its objects when deep, else in raw's own (nested objects are checked where they are
+// decoded, under their own path).
+func catalogRepeatedName(raw []byte, deep bool) (string, bool) {
 	type frame struct {
 		names map[string]struct{} // nil in an array
 		name  bool                // an object's next token is a name
@@ -772,7 +757,7 @@ func catalogRepeatedNameWithin(raw []byte) (string, bool) {
 			}
 		case string:
 			if top != nil && top.names != nil && top.name {
-				if _, seen := top.names[t]; seen {
+				if _, seen := top.names[t]; seen && (deep || len(stack) == 1) {
 					return t, true
 				}
 				top.names[t], top.name = struct{}{}, false

@@ -73,10 +73,10 @@ func checkParams(r *http.Request, params []string) error {
 	if len(params) == 0 {
 		return nil // a route that reads no parameter drops nothing
 	}
-	if _, err := url.ParseQuery(r.URL.RawQuery); err != nil {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
 		return queryProblem(r.URL.RawQuery)
 	}
-	q := r.URL.Query()
 	for _, name := range params {
 		if len(q[name]) > 1 {
 			return badParam(name, "is given %d times; give it once", len(q[name]))
