@@ -126,6 +126,18 @@ type usageRow struct {
 	ok         bool
 }
 
+// usageRows reads (day, place, requests) rows one at a time.
+func usageRows(rows pgx.Rows) func() (usageRow, error) {
+	return func() (usageRow, error) {
+		var r usageRow
+		if !rows.Next() {
+			return r, rows.Err()
+		}
+		r.ok = true
+		return r, rows.Scan(&r.day, &r.place, &r.n)
+	}
+}
+
 func (r usageRow) before(o usageRow) bool {
 	return r.ok && (!o.ok || r.day < o.day || r.day == o.day && r.place < o.place)
 }
@@ -158,14 +170,7 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 			return err
 		}
 		defer rows.Close()
-		ledger = func() (usageRow, error) {
-			var r usageRow
-			if !rows.Next() {
-				return r, rows.Err()
-			}
-			r.ok = true
-			return r, rows.Scan(&r.day, &r.place, &r.n)
-		}
+		ledger = usageRows(rows)
 	} else {
 		keys := slices.SortedFunc(maps.Keys(t.counts), func(x, y usageKey) int {
 			if c := cmp.Compare(x.day, y.day); c != 0 {
@@ -190,14 +195,7 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 		return err
 	}
 	defer rows.Close()
-	model := func() (usageRow, error) {
-		var r usageRow
-		if !rows.Next() {
-			return r, rows.Err()
-		}
-		r.ok = true
-		return r, rows.Scan(&r.day, &r.place, &r.n)
-	}
+	model := usageRows(rows)
 
 	var more int
 	differ := func(format string, args ...any) {
