@@ -63,13 +63,18 @@ func (s *Server) Handler() http.Handler {
 	r := mux.NewRouter().UseEncodedPath().SkipClean(true)
 	r.Use(httpx.AccessLog(log))
 	// The two requests served without a key; HEAD too, for monitors.
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openapi.Document())
-	}).Methods(http.MethodGet, http.MethodHead)
+	keyless := map[string]http.HandlerFunc{
+		"/healthz": func(w http.ResponseWriter, _ *http.Request) {
+			httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		},
+		"/openapi.json": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(openapi.Document())
+		},
+	}
+	for path, h := range keyless {
+		r.HandleFunc(path, h).Methods(http.MethodGet, http.MethodHead)
+	}
 
 	// Each route with the query parameters it reads: their lengths are checked (paramLimits)
 	// before the handler parses them.
@@ -101,7 +106,7 @@ func (s *Server) Handler() http.Handler {
 	}))
 	r.MethodNotAllowedHandler = httpx.AccessLog(log)(data(nil, func(w http.ResponseWriter, r *http.Request, _ caller) error {
 		allow := http.MethodGet
-		if r.URL.Path == "/healthz" || r.URL.Path == "/openapi.json" {
+		if _, ok := keyless[r.URL.Path]; ok {
 			allow += ", " + http.MethodHead
 		}
 		w.Header().Set("Allow", allow)
