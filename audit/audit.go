@@ -460,6 +460,11 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 		e.RecordedAt = e.RecordedAt.UTC()
 		copy(e.Hash[:], hash)
 		st.add(e)
+		if len(usage) >= usageMemoryRows {
+			if err := a.usage.merge(ctx, a.pool, usage); err != nil {
+				return err
+			}
+		}
 		n++
 		if n%1024 == 0 {
 			a.events.Add(1024)

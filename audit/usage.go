@@ -3,6 +3,7 @@ package audit
 import (
 	"cmp"
 	"context"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -55,9 +56,11 @@ func (c usageCounts) add(at time.Time, f domain.AccountFact) {
 
 func usageDay(day int32) string { return domain.Day(time.Unix(int64(day)*86400, 0)) }
 
-// usageMemoryRows bounds the (day, place) counts the audit holds; past it they go to a
-// temporary table (about 100 bytes each in memory). A variable for the tests.
-var usageMemoryRows = 100_000
+// usageMemoryRows bounds the (day, place) counts the audit holds at once: in the tally and in
+// each unit's counts, which go to the tally whenever they reach it. Past it the tally goes to a
+// temporary table (a count is about 100 bytes in memory, and a map's garbage as much again). A
+// variable for the tests.
+var usageMemoryRows = 20_000
 
 // usageDiffs bounds the usage differences listed one by one; the rest are counted.
 const usageDiffs = 100
@@ -71,7 +74,7 @@ type usageTally struct {
 	spill  *pgx.Conn // holds audit_usage once the counts outgrew memory
 }
 
-// merge adds a unit's counts.
+// merge adds a unit's counts, and empties them.
 func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCounts) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -81,13 +84,15 @@ func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCount
 	for k, n := range c {
 		t.counts[k] += n
 	}
+	clear(c)
 	if len(t.counts) < usageMemoryRows {
 		return nil
 	}
 	return t.flush(ctx, pool)
 }
 
-// flush moves the counts held to audit_usage.
+// flush moves the counts held to audit_usage: copied (streamed, not built into one statement)
+// to audit_usage_in, then added.
 func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	if t.spill == nil {
 		// A connection of its own, not the pool's: the workers may hold every pooled one.
@@ -95,19 +100,31 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint, PRIMARY KEY (day, place_id))`); err != nil {
+		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint, PRIMARY KEY (day, place_id));
+			CREATE TEMP TABLE audit_usage_in (day text, place_id text, requests bigint)`); err != nil {
 			_ = c.Close(ctx)
 			return err
 		}
 		t.spill = c
 	}
-	days, places, n := make([]string, 0, len(t.counts)), make([]string, 0, len(t.counts)), make([]int64, 0, len(t.counts))
-	for k, v := range t.counts {
-		days, places, n = append(days, usageDay(k.day)), append(places, k.place), append(n, v)
+	next, stop := iter.Pull2(maps.All(t.counts))
+	var row [3]any
+	_, err := t.spill.CopyFrom(ctx, pgx.Identifier{"audit_usage_in"}, []string{"day", "place_id", "requests"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			k, n, ok := next()
+			if !ok {
+				return nil, nil
+			}
+			row[0], row[1], row[2] = usageDay(k.day), k.place, n
+			return row[:], nil
+		}))
+	stop()
+	if err == nil {
+		_, err = t.spill.Exec(ctx, `INSERT INTO audit_usage SELECT * FROM audit_usage_in
+			ON CONFLICT (day, place_id) DO UPDATE SET requests = audit_usage.requests + EXCLUDED.requests;
+			TRUNCATE audit_usage_in`)
 	}
-	_, err := t.spill.Exec(ctx, `INSERT INTO audit_usage SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-		ON CONFLICT (day, place_id) DO UPDATE SET requests = audit_usage.requests + EXCLUDED.requests`, days, places, n)
-	t.counts = usageCounts{}
+	clear(t.counts)
 	return err
 }
 
