@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"slices"
 	"time"
 
@@ -269,27 +268,26 @@ var ZeroHash [32]byte
 // uint32) and recorded_at in Unix microseconds (big-endian int64). The SQL function
 // kyapi_event_hash computes the same.
 func EventHash(prev [32]byte, streamID string, version int64, typ string, payload, metadata []byte, at time.Time) [32]byte {
-	h := sha256.New()
-	h.Write(prev[:])
-	writeField(h, []byte(streamID))
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(version))
-	h.Write(n[:])
-	writeField(h, []byte(typ))
-	writeField(h, payload)
-	writeField(h, metadata)
-	binary.BigEndian.PutUint64(n[:], uint64(at.UnixMicro()))
-	h.Write(n[:])
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
+	// One buffer hashed at once: writing the fields to a hash.Hash one by one costs an
+	// allocation each (they escape through the interface) and a call each.
+	var small [512]byte
+	buf := small[:0]
+	if n := 32 + 4 + len(streamID) + 8 + 4 + len(typ) + 4 + len(payload) + 4 + len(metadata) + 8; n > len(small) {
+		buf = make([]byte, 0, n)
+	}
+	buf = append(buf, prev[:]...)
+	buf = appendField(buf, streamID)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(version))
+	buf = appendField(buf, typ)
+	buf = appendField(buf, payload)
+	buf = appendField(buf, metadata)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(at.UnixMicro()))
+	return sha256.Sum256(buf)
 }
 
-func writeField(h hash.Hash, b []byte) {
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(b)))
-	h.Write(n[:])
-	h.Write(b)
+func appendField[T string | []byte](buf []byte, b T) []byte {
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
+	return append(buf, b...)
 }
 
 // Verify recomputes e's hash from its content and prev (the hash of the stream's previous
