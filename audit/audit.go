@@ -13,6 +13,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/domain"
@@ -430,16 +432,22 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 		return err
 	}
 	var (
-		e             eventstore.Event
-		txText        string
-		no            int32
-		payload, meta string
-		hash          []byte
-		n             int64
-		orphans       = map[int32]bool{} // numbers reported as belonging to no stream
+		e eventstore.Event
+		// The variable-length columns are read in the driver's buffer, valid until the next
+		// row, not copied: an event is checked and folded before the next is read.
+		txText, typ, payload, meta, hash pgtype.DriverBytes
+		no                               int32
+		n                                int64
+		types                            = map[string]string{} // the event type names, each allocated once
+		orphans                          = map[int32]bool{}    // numbers reported as belonging to no stream
 	)
 	// Rows are streamed: one is held at a time, whatever the number of events.
-	_, err = pgx.ForEachRow(rows, []any{&e.Position, &txText, &no, &e.Version, &e.Type, &payload, &meta, &e.RecordedAt, &hash}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&e.Position, &txText, &no, &e.Version, &typ, &payload, &meta, &e.RecordedAt, &hash}, func() error {
+		var ok bool
+		if e.Type, ok = types[string(typ)]; !ok {
+			e.Type = string(typ)
+			types[e.Type] = e.Type
+		}
 		st := states[no]
 		if st == nil {
 			// In a whole-store audit the unit reads no other stream's numbers: this event
@@ -452,11 +460,11 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 			}
 			return nil
 		}
-		txid, err := strconv.ParseUint(txText, 10, 64)
+		txid, err := strconv.ParseUint(string(txText), 10, 64)
 		if err != nil {
 			return err
 		}
-		e.TxID, e.StreamID, e.Payload, e.RawMetadata = txid, st.info.head.ID, []byte(payload), []byte(meta)
+		e.TxID, e.StreamID, e.Payload, e.RawMetadata = txid, st.info.head.ID, json.RawMessage(payload), []byte(meta)
 		e.RecordedAt = e.RecordedAt.UTC()
 		copy(e.Hash[:], hash)
 		st.add(e)
