@@ -9,6 +9,8 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -166,8 +168,11 @@ func (h Accounts) IssueKey(ctx context.Context, accountID string, meta eventstor
 	}
 	hash := domain.HashKey(key)
 	out := IssuedKey{KeyID: keyID, APIKey: key, Prefix: domain.KeyPrefix, Last4: domain.Last4(key)}
-	now := h.now()
 	err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+		now, err := h.keyChangeTime(ctx, tx)
+		if err != nil {
+			return err
+		}
 		a, err := lockAccount(ctx, tx, accountID)
 		if err != nil {
 			return err
@@ -239,13 +244,56 @@ func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, e
 	return keys, rows.Err()
 }
 
+// keyGrantLock orders key changes against the start of bonus grants (an advisory lock: key
+// changes hold it shared, a grant being asked for holds it alone), so that a grant's
+// eligibility — keys usable at its granted_at — agrees with what was committed by then.
+const keyGrantLock = 72100021
+
+// keyChangeTime is the instant a key change in tx is recorded at, taken once tx holds
+// keyGrantLock shared: a grant asked for before it has committed its granted_at and is
+// waited for no longer, and one asked for after it waits for tx to commit. It is later than
+// every granted_at already recorded, so that a key change a grant did not see is never
+// recorded at or before that grant's instant (which would make the account eligible).
+func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	var lastGrant *time.Time
+	if err := tx.QueryRow(ctx, `SELECT (SELECT max(granted_at) FROM bonus_grants) FROM (SELECT pg_advisory_xact_lock_shared($1)) l`,
+		keyGrantLock).Scan(&lastGrant); err != nil {
+		return time.Time{}, err
+	}
+	now := h.now()
+	if lastGrant != nil && !now.After(*lastGrant) {
+		now = lastGrant.UTC().Add(time.Microsecond)
+	}
+	return now, nil
+}
+
+// validateReference checks a payment reference or an outage id: 1 to 200 bytes, and no white
+// space or control character at either end, which a person reading it could not see. Two
+// references that differ are never taken for one, so "pay-7 " is refused, not read as "pay-7".
+func validateReference(field, ref string) error {
+	if ref == "" || len(ref) > 200 {
+		return &domain.ValidationError{Field: field, Message: "is required (at most 200 characters)"}
+	}
+	first, _ := utf8.DecodeRuneInString(ref)
+	last, _ := utf8.DecodeLastRuneInString(ref)
+	for _, r := range []rune{first, last} {
+		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return &domain.ValidationError{Field: field, Message: "must not begin or end with white space or an invisible character"}
+		}
+	}
+	return nil
+}
+
 // RevokeKey revokes a key at once. Revoking a revoked key changes nothing and succeeds.
 func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string, meta eventstore.Metadata) error {
 	if len(reason) > 500 {
 		return &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
 	}
-	now := h.now()
 	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+		now, err := h.keyChangeTime(ctx, tx)
+		if err != nil {
+			return err
+		}
 		a, err := lockAccount(ctx, tx, accountID)
 		if err != nil {
 			return err
@@ -282,9 +330,8 @@ type PurchaseResult struct {
 
 // Purchase adds the credits bought with amountCents, once per paymentRef.
 func (h Accounts) Purchase(ctx context.Context, accountID string, amountCents int64, paymentRef string, meta eventstore.Metadata) (PurchaseResult, error) {
-	paymentRef = strings.TrimSpace(paymentRef)
-	if paymentRef == "" || len(paymentRef) > 200 {
-		return PurchaseResult{}, &domain.ValidationError{Field: "payment_ref", Message: "is required (at most 200 characters)"}
+	if err := validateReference("payment_ref", paymentRef); err != nil {
+		return PurchaseResult{}, err
 	}
 	if err := domain.ValidatePurchase(amountCents); err != nil {
 		return PurchaseResult{}, err

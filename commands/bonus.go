@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,9 +46,8 @@ type BonusResult struct {
 // by any process — without crediting any account twice. Asking again for a finished grant
 // changes nothing and answers with its figures (Replayed).
 func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64, reason string, meta eventstore.Metadata) (BonusResult, error) {
-	outageID = strings.TrimSpace(outageID)
-	if outageID == "" || len(outageID) > 200 {
-		return BonusResult{}, &domain.ValidationError{Field: "outage_id", Message: "is required (at most 200 characters)"}
+	if err := validateReference("outage_id", outageID); err != nil {
+		return BonusResult{}, err
 	}
 	if credits <= 0 || credits > MaxBonusCredits {
 		return BonusResult{}, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be between 1 and %d", MaxBonusCredits)}
@@ -57,12 +55,21 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	if len(reason) > 500 {
 		return BonusResult{}, &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
 	}
-	tag, err := h.Store.Pool.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
-		VALUES ($1, $2, $3, 0, $4, 'running') ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
+	// The grant's instant is taken holding keyGrantLock alone: every key change recorded
+	// before it has committed (the chunks see it), and every later one is recorded after it.
+	var first bool
+	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, keyGrantLock); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
+			VALUES ($1, $2, $3, 0, $4, 'running') ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
+		first = tag.RowsAffected() == 1
+		return err
+	})
 	if err != nil {
 		return BonusResult{}, err
 	}
-	first := tag.RowsAffected() == 1
 	g, err := h.Grant(ctx, outageID)
 	if err != nil {
 		return BonusResult{}, err
