@@ -473,3 +473,67 @@ func TestAVerificationWhoseReadFailsReturnsItsError(t *testing.T) {
 		t.Fatal("VerifyDigest read nothing and reported no error")
 	}
 }
+
+// A digest waits until no transaction can still commit an event at or below the position it
+// covers (docs/operations.md), the newest append in flight too: one whose transaction is the
+// newest to hold an id, with no later transaction ended. Not waited for, its event would
+// commit at a position the digest claims to cover but does not hold, and verifying the
+// untouched store would report it as back-dated ("inserted").
+func TestADigestWaitsForTheNewestAppendInFlight(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	newWorld(t, pool, 2)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	heads, err := eventstore.OpenHeads(ctx, tx, true, "note-inflight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eventstore.Append(ctx, tx, heads["note-inflight"], noon, eventstore.NewEvent{Type: "Note", Payload: map[string]string{"note": "in flight"}}); err != nil {
+		t.Fatal(err)
+	}
+	var inflight int64
+	if err := tx.QueryRow(ctx, `SELECT max(position) FROM events`).Scan(&inflight); err != nil {
+		t.Fatal(err)
+	}
+	// Unlike TestADigestWaitsForAppendsInFlight, no later transaction ends before the digest.
+	key := newKey(t)
+	type result struct {
+		d   audit.Digest
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		d, err := audit.TakeDigest(ctx, pool, key, noon)
+		done <- result{d, err}
+	}()
+	var r result
+	waited := true
+	select {
+	case r = <-done:
+		waited = false
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if waited {
+		r = <-done
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	found := false
+	for _, h := range r.d.Heads {
+		found = found || (h.Stream == "note-inflight" && h.Version == 1)
+	}
+	rep, out := verify(t, pool, r.d)
+	if r.d.Position >= inflight && !found {
+		t.Errorf("digest at position %d (waited for the append in flight: %v) does not hold the event at position %d committed after it; "+
+			"verifying the untouched store: %d differences:\n%s", r.d.Position, waited, inflight, len(rep.Differences), out)
+	} else if len(rep.Differences) != 0 {
+		t.Errorf("untouched store: %s", out)
+	}
+}

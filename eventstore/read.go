@@ -373,20 +373,22 @@ func AnyStream(ctx context.Context, q Querier, prefix string) (bool, error) {
 // ended. It is the projections' rule (a transaction whose id is under the snapshot's xmin has
 // ended) applied to positions: the append statement takes its transaction id before any
 // position, so a transaction holding a position handed out before the sequence was read has an
-// id below the next id handed out after. It waits for the transactions running now to end, as
-// a projection waits for them to deliver; call it outside a transaction.
+// id below a fresh one taken after (pg_current_xact_id in a transaction of its own; not
+// pg_snapshot_xmax, which is one past the newest id that has ended, and may be the id of an
+// append still running). It waits for the transactions running now to end, as a projection
+// waits for them to deliver; call it outside a transaction.
 func SettledPosition(ctx context.Context, q Querier) (int64, error) {
 	var top int64
 	if err := q.QueryRow(ctx, `SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM event_position_seq`).Scan(&top); err != nil {
 		return 0, err
 	}
-	var xmax string
-	if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&xmax); err != nil {
+	var fresh string
+	if err := q.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&fresh); err != nil {
 		return 0, err
 	}
 	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		var settled bool
-		if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8`, xmax).Scan(&settled); err != nil {
+		if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::text::xid8`, fresh).Scan(&settled); err != nil {
 			return 0, err
 		}
 		if settled {
