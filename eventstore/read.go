@@ -403,7 +403,9 @@ func SettledPosition(ctx context.Context, q Querier) (int64, error) {
 }
 
 // HeadsAt calls fn with the head of every stream as of position: its newest event at or below
-// it (streams with none are left out), in stream id order (byte order). Call it in a snapshot
+// it (streams with none are left out), in stream id order (byte order). That event may be
+// archived: a stream appended to since position whose events at or below it are all archived
+// has its archived boundary as its head then. Call it in a snapshot
 // taken after SettledPosition returned position, so that no head it shows can still change.
 // Most heads are read from the streams table; only streams appended to since position are
 // looked up in the events.
@@ -412,9 +414,14 @@ func HeadsAt(ctx context.Context, q Querier, position int64, fn func(Head) error
 		FROM streams s CROSS JOIN LATERAL (
 			SELECT s.version, s.head_hash AS hash, s.head_at AS recorded_at WHERE s.head_position <= $1
 			UNION ALL
-			(SELECT e.version, e.hash, e.recorded_at FROM events e
-			 WHERE s.head_position > $1 AND e.stream_no = s.stream_no AND e.position <= $1
-			 ORDER BY e.position DESC LIMIT 1)) h
+			(SELECT x.version, x.hash, x.recorded_at FROM (
+				(SELECT e.position, e.version, e.hash, e.recorded_at FROM events e
+				 WHERE s.head_position > $1 AND e.stream_no = s.stream_no AND e.position <= $1
+				 ORDER BY e.position DESC LIMIT 1)
+				UNION ALL
+				SELECT b.position, b.version, b.hash, b.recorded_at FROM stream_boundaries b
+				WHERE s.head_position > $1 AND b.stream_no = s.stream_no AND b.position <= $1) x
+			 ORDER BY x.position DESC LIMIT 1)) h
 		WHERE s.version > 0
 		ORDER BY s.stream_id COLLATE "C"`, position)
 	if err != nil {
