@@ -148,3 +148,24 @@ func (h Accounts) RecentGrants(ctx context.Context, limit int) ([]BonusGrant, er
 	})
 	return out, err
 }
+
+// Payment is a recorded purchase, found by its payment reference.
+type Payment struct {
+	AccountID    string
+	AmountCents  int64
+	CreditsAdded int64
+	RecordedAt   time.Time
+}
+
+// Payment finds the purchase recorded under a payment reference; ok is false when there is
+// none. The console asks before it offers to record a purchase, so that a reference already
+// used is refused up front rather than answered as a replay that adds nothing.
+func (v Views) Payment(ctx context.Context, paymentRef string) (p Payment, ok bool, err error) {
+	err = v.Pool.QueryRow(ctx, `SELECT account_id, amount_cents, credits_added, recorded_at FROM purchases WHERE payment_ref = $1`,
+		paymentRef).Scan(&p.AccountID, &p.AmountCents, &p.CreditsAdded, &p.RecordedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Payment{}, false, nil
+	}
+	p.RecordedAt = p.RecordedAt.UTC()
+	return p, err == nil, err
+}

@@ -92,7 +92,9 @@ const ledgerPage = 20
 type accountData struct {
 	Account     commands.AccountView
 	HasActive   bool
+	ActiveKey   string // the key the issue form rotates ("" when none is active)
 	Ledger      []commands.LedgerEntry
+	Archived    *commands.ArchivedLedger // the facts before the page that are archived, as the admin API's ledger says
 	After       int64
 	NextAfter   int64
 	SpendChart  chart
@@ -128,12 +130,14 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 	res.title = acct.Name
 	for _, k := range acct.Keys {
 		if k.State == domain.KeyStateActive {
-			d.HasActive = true
+			d.HasActive, d.ActiveKey = true, k.KeyID
 		}
 	}
-	if d.Ledger, err = s.Views.Ledger(ctx, id, after, ledgerPage); err != nil {
+	page, err := s.Views.LedgerPage(ctx, id, after, ledgerPage)
+	if err != nil {
 		return result{}, err
 	}
+	d.Ledger, d.Archived = page.Entries, page.Archived
 	if len(d.Ledger) == ledgerPage {
 		d.NextAfter = d.Ledger[len(d.Ledger)-1].Position
 	}
@@ -151,15 +155,59 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 }
 
 // issueKey issues a key (a rotation when one is active) and sends the operator to the page
-// that shows it once.
+// that shows it once. The form names the key that was active when it was shown (from_key):
+// sent again by this session (a double click, a resent form), it gets the key the first one
+// issued rather than a second rotation, which would end the first one's grace at once; and a
+// form older than the account's keys (another rotation since) issues nothing.
 func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
 	id := mux.Vars(r)["accountId"]
-	key, err := s.Accounts.IssueKey(r.Context(), id, meta(r))
+	form := issueForm{account: id, from: r.PostFormValue("from_key")}
+	issue, first := s.sessions.startIssue(sess, form)
+	if !first {
+		select {
+		case <-issue.done:
+		case <-r.Context().Done():
+			return result{}, r.Context().Err()
+		}
+		if issue.err != nil {
+			return result{}, issue.err
+		}
+		return result{redirect: issuedPath(id, issue.keyID)}, nil
+	}
+	defer close(issue.done)
+	issue.keyID, issue.err = s.issueFrom(r, sess, form)
+	if issue.err != nil {
+		s.sessions.failIssue(sess, form)
+		return s.accountWithError(r, "", "", issue.err)
+	}
+	return result{redirect: issuedPath(id, issue.keyID)}, nil
+}
+
+// issueFrom issues a key for a form shown while form.from was the account's active key.
+func (s *Server) issueFrom(r *http.Request, sess *session, form issueForm) (string, error) {
+	acct, err := s.Views.Account(r.Context(), form.account, s.now())
 	if err != nil {
-		return result{}, err
+		return "", err
+	}
+	active := ""
+	for _, k := range acct.Keys {
+		if k.State == domain.KeyStateActive {
+			active = k.KeyID
+		}
+	}
+	if active != form.from {
+		return "", &domain.ValidationError{Field: "from_key", Message: "the account's keys changed since this page was shown; nothing was issued: check its keys below before you rotate again"}
+	}
+	key, err := s.Accounts.IssueKey(r.Context(), form.account, meta(r))
+	if err != nil {
+		return "", err
 	}
 	s.sessions.remember(sess, key.KeyID, key.APIKey)
-	return result{redirect: "/console/accounts/" + url.PathEscape(id) + "/keys/" + url.PathEscape(key.KeyID) + "/issued"}, nil
+	return key.KeyID, nil
+}
+
+func issuedPath(accountID, keyID string) string {
+	return "/console/accounts/" + url.PathEscape(accountID) + "/keys/" + url.PathEscape(keyID) + "/issued"
 }
 
 type issuedData struct {
@@ -235,6 +283,9 @@ type purchaseData struct {
 func (s *Server) purchaseReview(r *http.Request, _ *session) (result, error) {
 	dollars, ref := r.PostFormValue("dollars"), strings.TrimSpace(r.PostFormValue("payment_ref"))
 	cents, err := s.purchaseInput(dollars, ref)
+	if err == nil {
+		err = s.paymentUnused(r, ref)
+	}
 	if err != nil {
 		return s.accountWithError(r, dollars, ref, err)
 	}
@@ -260,6 +311,22 @@ func (s *Server) purchaseInput(dollars, ref string) (int64, error) {
 	return cents, nil
 }
 
+// paymentUnused refuses a payment reference already recorded: the purchase would be answered
+// as its replay and add nothing, and the operator must not be shown a purchase to confirm.
+func (s *Server) paymentUnused(r *http.Request, ref string) error {
+	p, used, err := s.Views.Payment(r.Context(), ref)
+	if err != nil || !used {
+		return err
+	}
+	return &domain.ValidationError{Field: "payment_ref", Message: paymentRecorded(ref, p)}
+}
+
+// paymentRecorded says what was recorded under a payment reference.
+func paymentRecorded(ref string, p commands.Payment) string {
+	return fmt.Sprintf("%q is already recorded: $%s (%s credits) for account %s on %s UTC; nothing more is added under it",
+		ref, formatCents(p.AmountCents), groupDigits(p.CreditsAdded), p.AccountID, p.RecordedAt.Format("2006-01-02 15:04"))
+}
+
 // accountWithError shows the account page again with the form's input and the error.
 func (s *Server) accountWithError(r *http.Request, dollars, ref string, cause error) (result, error) {
 	res, err := s.account(r, dollars, ref)
@@ -277,7 +344,17 @@ func (s *Server) purchase(r *http.Request, _ *session) (result, error) {
 		return result{status: http.StatusBadRequest}, errors.New("amount_cents must be a whole number of cents")
 	}
 	ref := r.PostFormValue("payment_ref")
-	if _, err := s.Accounts.Purchase(r.Context(), id, cents, ref, meta(r)); err != nil {
+	res, err := s.Accounts.Purchase(r.Context(), id, cents, ref, meta(r))
+	if err == nil && res.Replayed {
+		// Recorded before (this form sent twice, or the reference used meanwhile): the
+		// operator is told, not sent on as if this purchase had added its credits.
+		p, _, perr := s.Views.Payment(r.Context(), ref)
+		if perr != nil {
+			return result{}, perr
+		}
+		err = &domain.ValidationError{Field: "payment_ref", Message: paymentRecorded(ref, p)}
+	}
+	if err != nil {
 		return s.accountWithError(r, formatCents(cents), ref, err)
 	}
 	return result{redirect: "/console/accounts/" + url.PathEscape(id)}, nil

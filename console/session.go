@@ -24,6 +24,20 @@ type session struct {
 	expires time.Time
 	// issued holds a key just issued until its page shows it, once (keyID → full key).
 	issued map[string]string
+	// issues are the key-issue forms this session sent, by account and the active key the
+	// form was shown with: the same form sent again (a double click) gets the first one's key.
+	issues map[issueForm]*issuing
+}
+
+// issueForm names a key-issue form: the account, and the key that was active when the form was
+// shown ("" when none was).
+type issueForm struct{ account, from string }
+
+// issuing is a key issue asked for by a form: done closes when keyID (or err) is known.
+type issuing struct {
+	done  chan struct{}
+	keyID string
+	err   error
 }
 
 // sessions is the process's table of signed-in operators.
@@ -35,7 +49,8 @@ type sessions struct {
 func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
 
 func (ss *sessions) create(now time.Time, ttl time.Duration) *session {
-	s := &session{id: randomToken(), csrf: randomToken(), expires: now.Add(ttl), issued: map[string]string{}}
+	s := &session{id: randomToken(), csrf: randomToken(), expires: now.Add(ttl), issued: map[string]string{},
+		issues: map[issueForm]*issuing{}}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for id, old := range ss.byID { // expired sessions go when a new one comes
@@ -77,6 +92,26 @@ func (ss *sessions) remember(s *session, keyID, key string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s.issued[keyID] = key
+}
+
+// startIssue claims a key-issue form for this request, or returns the issue it already asked
+// for (first is false): the caller waits for that one's done.
+func (ss *sessions) startIssue(s *session, f issueForm) (i *issuing, first bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if i := s.issues[f]; i != nil {
+		return i, false
+	}
+	i = &issuing{done: make(chan struct{})}
+	s.issues[f] = i
+	return i, true
+}
+
+// failIssue forgets a form whose issue failed, so that sending it again tries again.
+func (ss *sessions) failIssue(s *session, f issueForm) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(s.issues, f)
 }
 
 // takeIssued returns a just-issued key and forgets it: it is shown once.
