@@ -14,9 +14,10 @@ import (
 
 // Shared counts in Redis and, while Redis cannot be reached, in the process (Local): the
 // read API keeps answering through an outage, each process enforcing the limit on its own
-// requests (availability over strictness, docs/api.md). It logs the outage once when it
-// starts and once when it ends; while Redis is down one request at a time, at most once per
-// probeEvery, tries it again, so counting returns to Redis by itself.
+// requests (availability over strictness, docs/api.md). Each answer from Redis is copied to
+// the process, so counting there continues the window in progress. It logs the outage once
+// when it starts and once when it ends; while Redis is down one request at a time, at most
+// once per probeEvery, tries it again, so counting returns to Redis by itself.
 type Shared struct {
 	redis *Redis
 	local *Local
@@ -31,8 +32,8 @@ type Shared struct {
 }
 
 // Settings of the Redis client: short timeouts, so an unreachable Redis costs a request at
-// most about a second, and one retry on a fresh connection (a restarted Redis leaves dead
-// connections in the pool).
+// most about a second, and no retries: a retried script whose reply was lost would count the
+// request twice. A failed call is counted in the process, and the probe tries Redis again.
 const (
 	redisTimeout    = time.Second
 	redisProbeEvery = time.Second
@@ -47,7 +48,7 @@ func OpenShared(redisURL string, log *logrus.Logger) (*Shared, error) {
 	}
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
 	opts.PoolTimeout = redisTimeout
-	opts.MaxRetries = 1
+	opts.MaxRetries = -1   // none (0 means go-redis's default of 3)
 	opts.DialerRetries = 1 // the probe once a second is the retry
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	if log == nil {
@@ -111,6 +112,7 @@ func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time)
 		switch {
 		case err == nil:
 			s.answered()
+			s.local.follow(key, q, now)
 			return q
 		case ctx.Err() != nil:
 			// The client went away: no news about Redis.
@@ -119,6 +121,23 @@ func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time)
 		}
 	}
 	return s.local.Take(ctx, key, limit, now)
+}
+
+// follow makes key's window in the process the one Redis reported in q, so that counting in
+// the process when Redis stops answering continues that window rather than starting the key
+// a new one (docs/api.md, "Rate limit"). The count is limit − remaining: exact, except after a
+// limit lowered mid-window, where it is the limit and still refuses the key. A key already
+// held is updated in place, so a request costs no allocation.
+func (l *Local) follow(key string, q Quota, now time.Time) {
+	start, used := q.Reset.Add(-Window), q.Limit-q.Remaining
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sweep(now)
+	if w := l.windows[key]; w != nil {
+		w.start, w.used = start, used
+		return
+	}
+	l.windows[key] = &keyWindow{start: start, used: used}
 }
 
 // tryRedis reports whether this request asks Redis: always while it is up; while it is down,

@@ -118,7 +118,7 @@ func (m *Metrics) Observe(api string, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		rt := route()
-		m.requests.WithLabelValues(api, rt, r.Method, strconv.Itoa(rec.status)).Inc()
+		m.requests.WithLabelValues(api, rt, methodLabel(r.Method), strconv.Itoa(rec.status)).Inc()
 		m.duration.WithLabelValues(api, rt).Observe(time.Since(start).Seconds())
 		if api == "read" && (rec.status == http.StatusPaymentRequired || rec.status == http.StatusTooManyRequests) {
 			m.refused.WithLabelValues(strconv.Itoa(rec.status)).Inc()
@@ -133,9 +133,20 @@ func (m *Metrics) ObserveRoute(api, route string, next http.Handler) http.Handle
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(api, route, r.Method, strconv.Itoa(rec.status)).Inc()
+		m.requests.WithLabelValues(api, route, methodLabel(r.Method), strconv.Itoa(rec.status)).Inc()
 		m.duration.WithLabelValues(api, route).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method label of a request: a standard method, or "other" for any method
+// a client makes up, so that no caller can add series (docs/operations.md, "Metrics").
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // BatchSize records the size of a group-commit batch (commands.MeterOptions.BeforeBatch).
