@@ -1,8 +1,9 @@
 // Package archive moves old history out of the event store and back: Archive writes the
 // event partitions wholly below a position to a file, with every touched stream's state at
-// the boundary (chain hash, version, an account's balance, totals and daily sums), and drops
-// them; Restore checks such a file and attaches its range again. Archived history is always a
-// prefix of the store. docs/operations.md ("Retention and archiving") is the operator's guide.
+// the boundary (chain hash and the last event it is computed from, version, an account's
+// balance, totals and daily sums), and drops them; Restore checks such a file and attaches
+// its range again. Archived history is always a prefix of the store. docs/operations.md
+// ("Retention and archiving") is the operator's guide.
 package archive
 
 import (
@@ -294,6 +295,8 @@ type folding struct {
 	firstAt time.Time
 	pos     int64
 	account *AccountState
+	last    eventstore.BoundaryEvent // the content of the newest event folded in, as hashed
+	hasLast bool
 }
 
 func startFolding(id string, start eventstore.Boundary, ok bool) (*folding, error) {
@@ -306,12 +309,20 @@ func startFolding(id string, start eventstore.Boundary, ok bool) (*folding, erro
 	}
 	f.start = &start
 	f.version, f.hash, f.at, f.firstAt, f.pos = start.Version, start.Hash, start.At, start.FirstAt, start.Position
+	var s AccountState
 	if f.account != nil {
-		s, err := DecodeAccountState(start.Account)
-		if err != nil {
+		var err error
+		if s, err = DecodeAccountState(start.Account); err != nil {
 			return nil, fmt.Errorf("stream %s: boundary state: %w", id, err)
 		}
 		f.account = &s
+	}
+	// A boundary that its own last event does not vouch for is not folded on from.
+	if _, err := CheckBoundary(start, s); err != nil {
+		return nil, refuse("%v; run kyapi audit", err)
+	}
+	if start.Last != nil {
+		f.last, f.hasLast = *start.Last, true
 	}
 	return f, nil
 }
@@ -341,6 +352,7 @@ func (f *folding) add(e eventstore.Event) error {
 		}
 		f.account.add(e.Version, e.RecordedAt, fact)
 	}
+	f.last, f.hasLast = eventstore.BoundaryEvent{PrevHash: f.hash, Type: e.Type, Payload: e.Payload, Metadata: e.RawMetadata}, true
 	f.version, f.hash, f.at, f.pos = e.Version, e.Hash, e.RecordedAt, e.Position
 	f.events++
 	return nil
@@ -349,6 +361,10 @@ func (f *folding) add(e eventstore.Event) error {
 // end is the stream's boundary after its events, and the line that closes them in a file.
 func (f *folding) end() (eventstore.Boundary, *streamJSON, error) {
 	b := eventstore.Boundary{StreamID: f.id, Version: f.version, Position: f.pos, Hash: f.hash, At: f.at, FirstAt: f.firstAt}
+	if f.hasLast {
+		last := f.last
+		b.Last = &last
+	}
 	sj := &streamJSON{StreamID: f.id, Events: f.events}
 	var err error
 	if f.account != nil {

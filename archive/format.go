@@ -79,16 +79,28 @@ func (j eventJSON) event() (eventstore.Event, error) {
 
 // boundaryJSON is a stream's state after its last event so far.
 type boundaryJSON struct {
-	Version    int64         `json:"version"`
-	Position   int64         `json:"position"`
-	Hash       string        `json:"hash"`
-	RecordedAt time.Time     `json:"recorded_at"`
-	FirstAt    time.Time     `json:"first_at"`
-	Account    *AccountState `json:"account,omitempty"`
+	Version    int64          `json:"version"`
+	Position   int64          `json:"position"`
+	Hash       string         `json:"hash"`
+	RecordedAt time.Time      `json:"recorded_at"`
+	FirstAt    time.Time      `json:"first_at"`
+	Account    *AccountState  `json:"account,omitempty"`
+	LastEvent  *lastEventJSON `json:"last_event,omitempty"` // absent from states recorded before migration 0020
+}
+
+// lastEventJSON is the rest of the content of a boundary's last event (eventstore.BoundaryEvent).
+type lastEventJSON struct {
+	PrevHash string `json:"prev_hash"`
+	Type     string `json:"type"`
+	Payload  string `json:"payload"`
+	Metadata string `json:"metadata"`
 }
 
 func toBoundaryJSON(b eventstore.Boundary) (*boundaryJSON, error) {
 	j := &boundaryJSON{Version: b.Version, Position: b.Position, Hash: hex.EncodeToString(b.Hash[:]), RecordedAt: b.At, FirstAt: b.FirstAt}
+	if l := b.Last; l != nil {
+		j.LastEvent = &lastEventJSON{PrevHash: hex.EncodeToString(l.PrevHash[:]), Type: l.Type, Payload: string(l.Payload), Metadata: string(l.Metadata)}
+	}
 	if b.Account != nil {
 		s, err := DecodeAccountState(b.Account)
 		if err != nil {
@@ -104,6 +116,12 @@ func (j *boundaryJSON) boundary(streamID string) (eventstore.Boundary, error) {
 	var err error
 	if b.Hash, err = decodeHash(j.Hash); err != nil {
 		return b, err
+	}
+	if l := j.LastEvent; l != nil {
+		b.Last = &eventstore.BoundaryEvent{Type: l.Type, Payload: json.RawMessage(l.Payload), Metadata: json.RawMessage(l.Metadata)}
+		if b.Last.PrevHash, err = decodeHash(l.PrevHash); err != nil {
+			return b, err
+		}
 	}
 	if j.Account != nil {
 		b.Account, err = json.Marshal(j.Account)

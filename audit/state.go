@@ -81,25 +81,35 @@ func (s *streamState) diff(format string, args ...any) {
 }
 
 // startAtBoundary sets the state to the stream's archived boundary: the chain, version and
-// time of its last archived event and, for an account, the balance after it. With withSums, the
-// account's archived totals and daily sums are counted too (once per stream: in its first
-// segment). Every archived event is at or before every projection's checkpoint (kyapi archive
-// refuses a range a projection has not passed, and rebuild refuses to start over while history
-// is archived), so they count for the read models' comparisons as well.
-func (s *streamState) startAtBoundary(b eventstore.Boundary, withSums bool) error {
+// time of its last archived event and, for an account, the balance after it. With first (the
+// stream's first segment: once per stream), the boundary is checked against the last event it
+// records (archive.CheckBoundary), and the account's archived totals and daily sums are
+// counted. The balance is the one that event vouches for, so a balance edited at the boundary
+// shows in the events after it and the account rows as well. Every archived event is at or
+// before every projection's checkpoint (kyapi archive refuses a range a projection has not
+// passed, and rebuild refuses to start over while history is archived), so they count for the
+// read models' comparisons as well.
+func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at = b.Version, b.Hash, b.At
+	var st archive.AccountState
+	if s.info.account != "" {
+		var err error
+		if st, err = archive.DecodeAccountState(b.Account); err != nil {
+			return fmt.Errorf("audit: stream %s: archived boundary state: %w", s.info.head.ID, err)
+		}
+	}
+	balance, err := archive.CheckBoundary(b, st)
+	if err != nil && first {
+		s.diff("%v", err)
+	}
 	if s.info.account == "" {
 		return nil
 	}
-	st, err := archive.DecodeAccountState(b.Account)
-	if err != nil {
-		return fmt.Errorf("audit: stream %s: archived boundary state: %w", s.info.head.ID, err)
-	}
-	s.balance = st.Balance
-	if !withSums {
+	s.balance = balance
+	if !first {
 		return nil
 	}
-	folded := sums{AccountTotals: st.AccountTotals, version: b.Version, balance: st.Balance}
+	folded := sums{AccountTotals: st.AccountTotals, version: b.Version, balance: balance}
 	s.all.merge(folded)
 	s.atBalance.merge(folded)
 	for _, d := range st.Days {

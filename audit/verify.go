@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/eventstore"
 )
 
@@ -60,7 +61,8 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 		mu.Unlock()
 	}
 	// Archived history: a stream's chain is recomputed from its boundary, the chain hash of
-	// its last archived event, which the archive file's own hash vouches for.
+	// its last archived event, which the archive file's own hash vouches for; the boundary's
+	// recorded last event must hash to it (startAt).
 	boundaries, err := eventstore.BoundariesBetween(ctx, pool, math.MinInt32, math.MaxInt32)
 	if err != nil {
 		return rep, err
@@ -163,12 +165,23 @@ type verifyState struct {
 	inserted bool     // an event beyond the digest's head: reported
 }
 
-// startAt starts the chain at the stream's archived boundary. A digest whose head lies
-// inside the archived history cannot be checked until the archive is restored: that is a
-// difference, named as such.
+// startAt starts the chain at the stream's archived boundary, having checked the boundary
+// against the last event it records (archive.CheckBoundary): the chain from there on, or the
+// digest's head when it is the boundary, then vouches for the boundary and so for an account's
+// balance there. A digest whose head lies inside the archived history cannot be checked until
+// the archive is restored: that is a difference, named as such.
 func (s *verifyState) startAt(b eventstore.Boundary, differ func(string, ...any)) {
 	if !s.inDigest {
 		return
+	}
+	st, err := archive.DecodeAccountState(b.Account)
+	if err == nil {
+		_, err = archive.CheckBoundary(b, st)
+	} else {
+		err = fmt.Errorf("stream %s: archived boundary v%d: its state cannot be read: %v", s.id, b.Version, err)
+	}
+	if err != nil {
+		differ("%v", err)
 	}
 	s.version, s.computed = b.Version, b.Hash
 	if s.want.version < b.Version {

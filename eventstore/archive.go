@@ -107,9 +107,30 @@ type Boundary struct {
 	At       time.Time // recorded_at of the last archived event
 	FirstAt  time.Time // recorded_at of the stream's first event
 	Account  json.RawMessage
+	// Last is the rest of the last archived event's content that Hash is computed from, so
+	// that Hash, and what the state says of that event, can be checked (HashMatches). Nil for
+	// a boundary recorded before migration 0020, which is trusted as recorded.
+	Last *BoundaryEvent
 }
 
-const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_at, b.first_at, b.account`
+// BoundaryEvent is the content of a stream's last archived event besides its stream, version
+// and time: exactly what EventHash hashed.
+type BoundaryEvent struct {
+	PrevHash [32]byte // the hash of the event before it (ZeroHash for version 1)
+	Type     string
+	Payload  json.RawMessage // as stored and hashed
+	Metadata json.RawMessage // as stored and hashed
+}
+
+// HashMatches reports whether the boundary's last event, recomputed from its recorded content,
+// hashes to the boundary's chain hash. It is false for a boundary without that content.
+func (b Boundary) HashMatches() bool {
+	return b.Last != nil &&
+		EventHash(b.Last.PrevHash, b.StreamID, b.Version, b.Last.Type, b.Last.Payload, b.Last.Metadata, b.At) == b.Hash
+}
+
+const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_at, b.first_at, b.account,
+	b.prev_hash, b.type, b.payload, b.metadata`
 
 func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	if err != nil {
@@ -117,13 +138,19 @@ func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	}
 	var out []Boundary
 	var b Boundary
-	var hash, account []byte
-	_, err = pgx.ForEachRow(rows, []any{&b.StreamID, &b.Version, &b.Position, &hash, &b.At, &b.FirstAt, &account}, func() error {
+	var hash, account, prev []byte
+	var typ, payload, meta *string
+	_, err = pgx.ForEachRow(rows, []any{&b.StreamID, &b.Version, &b.Position, &hash, &b.At, &b.FirstAt, &account,
+		&prev, &typ, &payload, &meta}, func() error {
 		r := b
 		copy(r.Hash[:], hash)
 		r.At, r.FirstAt = r.At.UTC(), r.FirstAt.UTC()
 		if account != nil {
 			r.Account = json.RawMessage(string(account))
+		}
+		if prev != nil && typ != nil && payload != nil && meta != nil {
+			r.Last = &BoundaryEvent{Type: *typ, Payload: json.RawMessage(*payload), Metadata: json.RawMessage(*meta)}
+			copy(r.Last.PrevHash[:], prev)
 		}
 		out = append(out, r)
 		return nil
@@ -270,20 +297,28 @@ func writeBoundaries(ctx context.Context, tx pgx.Tx, bs []Boundary) error {
 	n := len(bs)
 	ids, versions, positions := make([]string, n), make([]int64, n), make([]int64, n)
 	hashes, ats, firsts, accounts := make([][]byte, n), make([]time.Time, n), make([]time.Time, n), make([]*string, n)
+	prevs, types, payloads, metas := make([][]byte, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	for i, b := range bs {
 		ids[i], versions[i], positions[i], hashes[i], ats[i], firsts[i] = b.StreamID, b.Version, b.Position, b.Hash[:], b.At, b.FirstAt
 		if b.Account != nil {
 			s := string(b.Account)
 			accounts[i] = &s
 		}
+		if l := b.Last; l != nil {
+			typ, payload, meta := l.Type, string(l.Payload), string(l.Metadata)
+			prevs[i], types[i], payloads[i], metas[i] = l.PrevHash[:], &typ, &payload, &meta
+		}
 	}
-	tag, err := tx.Exec(ctx, `INSERT INTO stream_boundaries (stream_no, version, position, hash, recorded_at, first_at, account)
-		SELECT s.stream_no, u.v, u.p, u.h, u.t, u.f, u.a::jsonb
-		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::timestamptz[], $6::timestamptz[], $7::text[]) AS u(id, v, p, h, t, f, a)
+	tag, err := tx.Exec(ctx, `INSERT INTO stream_boundaries (stream_no, version, position, hash, recorded_at, first_at, account,
+			prev_hash, type, payload, metadata)
+		SELECT s.stream_no, u.v, u.p, u.h, u.t, u.f, u.a::jsonb, u.ph, u.ty, u.pl, u.md
+		FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::timestamptz[], $6::timestamptz[], $7::text[],
+			$8::bytea[], $9::text[], $10::text[], $11::text[]) AS u(id, v, p, h, t, f, a, ph, ty, pl, md)
 		JOIN streams s ON s.stream_id = u.id
 		ON CONFLICT (stream_no) DO UPDATE SET version = excluded.version, position = excluded.position, hash = excluded.hash,
-			recorded_at = excluded.recorded_at, first_at = excluded.first_at, account = excluded.account`,
-		ids, versions, positions, hashes, ats, firsts, accounts)
+			recorded_at = excluded.recorded_at, first_at = excluded.first_at, account = excluded.account,
+			prev_hash = excluded.prev_hash, type = excluded.type, payload = excluded.payload, metadata = excluded.metadata`,
+		ids, versions, positions, hashes, ats, firsts, accounts, prevs, types, payloads, metas)
 	if err == nil && tag.RowsAffected() != int64(n) {
 		err = fmt.Errorf("eventstore: %d of %d stream boundaries name a stream that does not exist", int64(n)-tag.RowsAffected(), n)
 	}
