@@ -255,9 +255,13 @@ const keyGrantLock = 72100021
 // every granted_at already recorded, so that a key change a grant did not see is never
 // recorded at or before that grant's instant (which would make the account eligible).
 func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, keyGrantLock); err != nil {
+		return time.Time{}, err
+	}
+	// A statement of its own: under READ COMMITTED a statement sees what committed before it
+	// started, and the grant it may have waited for committed while the lock was awaited.
 	var lastGrant *time.Time
-	if err := tx.QueryRow(ctx, `SELECT (SELECT max(granted_at) FROM bonus_grants) FROM (SELECT pg_advisory_xact_lock_shared($1)) l`,
-		keyGrantLock).Scan(&lastGrant); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT max(granted_at) FROM bonus_grants`).Scan(&lastGrant); err != nil {
 		return time.Time{}, err
 	}
 	now := h.now()
@@ -277,11 +281,18 @@ func validateReference(field, ref string) error {
 	first, _ := utf8.DecodeRuneInString(ref)
 	last, _ := utf8.DecodeLastRuneInString(ref)
 	for _, r := range []rune{first, last} {
-		if unicode.IsSpace(r) || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+		if invisible(r) {
 			return &domain.ValidationError{Field: field, Message: "must not begin or end with white space or an invisible character"}
 		}
 	}
 	return nil
+}
+
+// invisible reports whether r shows nothing to a person reading it: white space, a control or
+// format character, or one Unicode says to ignore when rendering (Default_Ignorable_Code_Point:
+// variation selectors, the combining grapheme joiner, Hangul fillers).
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
 // RevokeKey revokes a key at once. Revoking a revoked key changes nothing and succeeds.
