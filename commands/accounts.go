@@ -158,6 +158,21 @@ type IssuedKey struct {
 // IssueKey issues a new key; an existing active key enters its 24-hour grace and a key
 // already in grace is revoked at once.
 func (h Accounts) IssueKey(ctx context.Context, accountID string, meta eventstore.Metadata) (IssuedKey, error) {
+	return h.issueKey(ctx, accountID, nil, meta)
+}
+
+// ErrKeysChanged is IssueKeyReplacing's answer when the account's active key is not the one
+// expected: nothing was issued.
+var ErrKeysChanged = errors.New("the account's active key is not the one expected: nothing was issued")
+
+// IssueKeyReplacing issues a key as IssueKey does, only if the account's active key is still
+// active ("" for none), checked under the account's lock: a form shown before another
+// rotation, or sent by two operators at once, rotates once.
+func (h Accounts) IssueKeyReplacing(ctx context.Context, accountID, active string, meta eventstore.Metadata) (IssuedKey, error) {
+	return h.issueKey(ctx, accountID, &active, meta)
+}
+
+func (h Accounts) issueKey(ctx context.Context, accountID string, expectActive *string, meta eventstore.Metadata) (IssuedKey, error) {
 	key, err := domain.NewKey(h.Rand)
 	if err != nil {
 		return IssuedKey{}, err
@@ -180,6 +195,17 @@ func (h Accounts) IssueKey(ctx context.Context, accountID string, meta eventstor
 		keys, err := loadKeys(ctx, tx, accountID)
 		if err != nil {
 			return err
+		}
+		if expectActive != nil {
+			active := ""
+			for _, k := range keys {
+				if k.State == domain.KeyStateActive {
+					active = k.ID
+				}
+			}
+			if active != *expectActive {
+				return ErrKeysChanged
+			}
 		}
 		plan := domain.PlanKeyIssue(keys, now)
 		var events []eventstore.NewEvent

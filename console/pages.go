@@ -93,6 +93,7 @@ type accountData struct {
 	Account     commands.AccountView
 	HasActive   bool
 	ActiveKey   string // the key the issue form rotates ("" when none is active)
+	IssueForm   string // the issue form's own token (console/session.go, startIssue)
 	Ledger      []commands.LedgerEntry
 	Archived    *commands.ArchivedLedger // the facts before the page that are archived, as the admin API's ledger says
 	After       int64
@@ -126,7 +127,7 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	d := accountData{Account: acct, After: after, DollarsForm: dollars, PaymentRef: ref}
+	d := accountData{Account: acct, After: after, DollarsForm: dollars, PaymentRef: ref, IssueForm: randomToken()}
 	res.title = acct.Name
 	for _, k := range acct.Keys {
 		if k.State == domain.KeyStateActive {
@@ -155,14 +156,19 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 }
 
 // issueKey issues a key (a rotation when one is active) and sends the operator to the page
-// that shows it once. The form names the key that was active when it was shown (from_key):
-// sent again by this session (a double click, a resent form), it gets the key the first one
-// issued rather than a second rotation, which would end the first one's grace at once; and a
-// form older than the account's keys (another rotation since) issues nothing.
+// that shows it once. The form carries a token of its own (one per page shown) and the key
+// that was active when it was shown (from_key). Sent again by this session (a double click, a
+// resent form), it gets the key the first one issued rather than a second rotation, which
+// would end the first one's grace at once; and it issues only if from_key is still the
+// account's active key (checked under the account's lock), so that a form older than the
+// account's keys, or sent by two operators at once, rotates once.
 func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
 	id := mux.Vars(r)["accountId"]
-	form := issueForm{account: id, from: r.PostFormValue("from_key")}
-	issue, first := s.sessions.startIssue(sess, form)
+	token := r.PostFormValue("form")
+	if token == "" {
+		return result{status: http.StatusBadRequest}, errors.New("this form has no token of its own: reload the account's page and try again")
+	}
+	issue, first := s.sessions.startIssue(sess, id+"\x00"+token)
 	if !first {
 		select {
 		case <-issue.done:
@@ -175,35 +181,18 @@ func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
 		return result{redirect: issuedPath(id, issue.keyID)}, nil
 	}
 	defer close(issue.done)
-	issue.keyID, issue.err = s.issueFrom(r, sess, form)
-	if issue.err != nil {
-		s.sessions.failIssue(sess, form)
-		return s.accountWithError(r, "", "", issue.err)
+	key, err := s.Accounts.IssueKeyReplacing(r.Context(), id, r.PostFormValue("from_key"), meta(r))
+	if errors.Is(err, commands.ErrKeysChanged) {
+		err = &domain.ValidationError{Field: "from_key", Message: "the account's keys changed since this page was shown; nothing was issued: check its keys below before you rotate again"}
 	}
-	return result{redirect: issuedPath(id, issue.keyID)}, nil
-}
-
-// issueFrom issues a key for a form shown while form.from was the account's active key.
-func (s *Server) issueFrom(r *http.Request, sess *session, form issueForm) (string, error) {
-	acct, err := s.Views.Account(r.Context(), form.account, s.now())
 	if err != nil {
-		return "", err
-	}
-	active := ""
-	for _, k := range acct.Keys {
-		if k.State == domain.KeyStateActive {
-			active = k.KeyID
-		}
-	}
-	if active != form.from {
-		return "", &domain.ValidationError{Field: "from_key", Message: "the account's keys changed since this page was shown; nothing was issued: check its keys below before you rotate again"}
-	}
-	key, err := s.Accounts.IssueKey(r.Context(), form.account, meta(r))
-	if err != nil {
-		return "", err
+		issue.err = err
+		s.sessions.failIssue(sess, id+"\x00"+token)
+		return s.accountWithError(r, "", "", err)
 	}
 	s.sessions.remember(sess, key.KeyID, key.APIKey)
-	return key.KeyID, nil
+	issue.keyID = key.KeyID
+	return result{redirect: issuedPath(id, key.KeyID)}, nil
 }
 
 func issuedPath(accountID, keyID string) string {

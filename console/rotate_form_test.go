@@ -33,15 +33,10 @@ func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 	}
 
 	c, csrf := signedInConsole(t, svc)
-	resp, err := c.Get(svc.AdminURL + "/console/accounts/" + id)
-	if err != nil {
-		t.Fatal(err)
+	form := issueFormOf(t, c, svc, id, csrf)
+	if form.Get("from_key") != issued.Data.KeyID {
+		t.Fatalf("the rotate form does not name the active key %s: %v", issued.Data.KeyID, form)
 	}
-	from := hiddenField("from_key").FindStringSubmatch(readAll(t, resp))
-	if from == nil || from[1] != issued.Data.KeyID {
-		t.Fatalf("the rotate form does not name the active key %s: %v", issued.Data.KeyID, from)
-	}
-	form := url.Values{"csrf": {csrf}, "from_key": {from[1]}}
 	var locations []string
 	for i := range 2 {
 		resp, err := c.PostForm(svc.AdminURL+"/console/accounts/"+id+"/keys", form)
@@ -60,7 +55,7 @@ func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 	if st, b := svc.Read(t, "/api/data/towns", live); st == http.StatusForbidden || st == http.StatusUnauthorized {
 		t.Fatalf("after one double-clicked rotation the live key is refused at once: %d %s", st, b)
 	}
-	resp, err = c.Get(svc.AdminURL + locations[1])
+	resp, err := c.Get(svc.AdminURL + locations[1])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +67,9 @@ func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 		t.Errorf("after one rotation: %d keys active or in grace, want 2: %s", n, body)
 	}
 
-	// The form shown before that rotation, sent by another session, issues nothing.
-	other, otherCSRF := signedInConsole(t, svc)
-	resp, err = other.PostForm(svc.AdminURL+"/console/accounts/"+id+"/keys", url.Values{"csrf": {otherCSRF}, "from_key": {from[1]}})
+	// The same form shown before that rotation, shown again and sent anew, issues nothing.
+	stale := url.Values{"csrf": {csrf}, "from_key": {issued.Data.KeyID}, "form": {"another-page"}}
+	resp, err = c.PostForm(svc.AdminURL+"/console/accounts/"+id+"/keys", stale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,4 +79,19 @@ func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 	if st, b := svc.Read(t, "/api/data/towns", live); st == http.StatusForbidden || st == http.StatusUnauthorized {
 		t.Errorf("a stale rotate form revoked the live key: %d %s", st, b)
 	}
+}
+
+// issueFormOf reads the account page's key-issue form as a browser would send it.
+func issueFormOf(t *testing.T, c *http.Client, svc *apptest.Service, id, csrf string) url.Values {
+	t.Helper()
+	resp, err := c.Get(svc.AdminURL + "/console/accounts/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readAll(t, resp)
+	from, form := hiddenField("from_key").FindStringSubmatch(page), hiddenField("form").FindStringSubmatch(page)
+	if from == nil || form == nil {
+		t.Fatalf("no key-issue form on the account page: %d %s", resp.StatusCode, page)
+	}
+	return url.Values{"csrf": {csrf}, "from_key": {from[1]}, "form": {form[1]}}
 }

@@ -24,14 +24,16 @@ type session struct {
 	expires time.Time
 	// issued holds a key just issued until its page shows it, once (keyID → full key).
 	issued map[string]string
-	// issues are the key-issue forms this session sent, by account and the active key the
-	// form was shown with: the same form sent again (a double click) gets the first one's key.
-	issues map[issueForm]*issuing
+	// issues are the key-issue forms this session sent, by the form's own token (one per page
+	// shown): the same form sent again (a double click) gets the first one's key. The newest
+	// maxIssueForms are kept, oldest first in issueOrder.
+	issues     map[string]*issuing
+	issueOrder []string
 }
 
-// issueForm names a key-issue form: the account, and the key that was active when the form was
-// shown ("" when none was).
-type issueForm struct{ account, from string }
+// maxIssueForms bounds the key-issue forms a session remembers: a form is sent again within
+// seconds, not after a hundred others.
+const maxIssueForms = 100
 
 // issuing is a key issue asked for by a form: done closes when keyID (or err) is known.
 type issuing struct {
@@ -50,7 +52,7 @@ func newSessions() *sessions { return &sessions{byID: map[string]*session{}} }
 
 func (ss *sessions) create(now time.Time, ttl time.Duration) *session {
 	s := &session{id: randomToken(), csrf: randomToken(), expires: now.Add(ttl), issued: map[string]string{},
-		issues: map[issueForm]*issuing{}}
+		issues: map[string]*issuing{}}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for id, old := range ss.byID { // expired sessions go when a new one comes
@@ -94,24 +96,29 @@ func (ss *sessions) remember(s *session, keyID, key string) {
 	s.issued[keyID] = key
 }
 
-// startIssue claims a key-issue form for this request, or returns the issue it already asked
-// for (first is false): the caller waits for that one's done.
-func (ss *sessions) startIssue(s *session, f issueForm) (i *issuing, first bool) {
+// startIssue claims a key-issue form (by its token) for this request, or returns the issue it
+// already asked for (first is false): the caller waits for that one's done.
+func (ss *sessions) startIssue(s *session, form string) (i *issuing, first bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if i := s.issues[f]; i != nil {
+	if i := s.issues[form]; i != nil {
 		return i, false
 	}
 	i = &issuing{done: make(chan struct{})}
-	s.issues[f] = i
+	s.issues[form] = i
+	s.issueOrder = append(s.issueOrder, form)
+	if len(s.issueOrder) > maxIssueForms {
+		delete(s.issues, s.issueOrder[0])
+		s.issueOrder = s.issueOrder[1:]
+	}
 	return i, true
 }
 
 // failIssue forgets a form whose issue failed, so that sending it again tries again.
-func (ss *sessions) failIssue(s *session, f issueForm) {
+func (ss *sessions) failIssue(s *session, form string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	delete(s.issues, f)
+	delete(s.issues, form)
 }
 
 // takeIssued returns a just-issued key and forgets it: it is shown once.
