@@ -49,7 +49,7 @@ const DefaultMaxClaims = 2_000_000
 // version); a batch holding the account's lock compares that with the stream's head and, when
 // another process or an earlier failure left it behind, reads the events it has not seen
 // (Meter.readClaims). accounts.claims_day and claims_from say where an account's claims
-// start in its stream; claim chunks (claim_chunks) save them 240 at a time, so that a meter
+// start in its stream; claim chunks (claim_chunks) save them once 240 are unsaved, so that a meter
 // holding nothing of an account reads a few rows and the charges after the last one.
 type claimCache struct {
 	mu       sync.Mutex
@@ -77,7 +77,10 @@ type accountClaims struct {
 }
 
 // claimChunkSize is how many unsaved claims of an account make the meter write a claim chunk
-// (migration 0015): 1,920 bytes of hashes, a row PostgreSQL keeps inline.
+// (migration 0015) of all of them: 1,920 bytes of hashes or a little more, a row PostgreSQL
+// keeps inline. A batch that pays many rows at once (lists of 100 to many clients of one
+// account) can leave thousands unsaved: its chunk holds them all, for every claim up to its
+// `through` must be in the chunks, and is stored out of line (TOAST), read in one more lookup.
 const claimChunkSize = 240
 
 func newClaimCache(max int) *claimCache {
