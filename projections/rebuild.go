@@ -31,12 +31,15 @@ func (p SQL) Rebuild(ctx context.Context, batchSize int, report func(applied int
 	}
 	// The head must be visible before the checkpoint row is locked: a serving process's
 	// group may hold a transaction (with an id below the head's events) that waits for this
-	// very row, and waiting for the head under the lock would wait for it forever.
-	if _, err := eventstore.SettledPosition(ctx, p.Pool); err != nil {
-		return 0, err
-	}
+	// very row, and waiting for the head under the lock would wait for it forever. So the
+	// head is read first, then every transaction that could precede it is waited for
+	// (SettledPosition): read after the wait, the head could be an event committed by a
+	// transaction with a later id than a group's that started meanwhile.
 	head, err := eventstore.GlobalHead(ctx, p.Pool)
 	if err != nil {
+		return 0, err
+	}
+	if _, err := eventstore.SettledPosition(ctx, p.Pool); err != nil {
 		return 0, err
 	}
 	total := 0
