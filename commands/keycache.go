@@ -167,9 +167,14 @@ func (c *KeyCache) ForgetAll() {
 // once it is back, since notifications may have been missed. onError hears of each lost
 // connection.
 func (c *KeyCache) Listen(ctx context.Context, onError func(error)) {
-	wait := 100 * time.Millisecond
+	const firstWait = 100 * time.Millisecond
+	wait := firstWait
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := c.listenOnce(ctx)
+		if time.Since(started) > time.Minute {
+			wait = firstWait // a connection that served a while: this loss is a new one, not a retry
+		}
 		c.ForgetAll()
 		if ctx.Err() != nil {
 			return

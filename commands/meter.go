@@ -180,6 +180,10 @@ func (m *Meter) Authenticate(ctx context.Context, hash domain.KeyHash) (Caller, 
 
 // Verify reads the key's state from the write model, bypassing the cache (see KeyCache.Verify).
 func (m *Meter) Verify(ctx context.Context, hash domain.KeyHash) error {
+	// Bounded as a batch is: a database that does not answer (a partition) must not hold the
+	// request for ever; the caller then keeps the answer it had.
+	ctx, cancel := context.WithTimeout(ctx, m.opts.BatchWait)
+	defer cancel()
 	return m.keys.Verify(ctx, hash, m.clock().UTC())
 }
 

@@ -109,10 +109,7 @@ func (s *Server) Handler() http.Handler {
 		if _, ok := keyless[r.URL.Path]; ok {
 			allow += ", " + http.MethodHead
 		}
-		w.Header().Set("Allow", allow)
-		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest,
-			"method "+r.Method+" is not allowed; the read API answers GET only")
-		return nil
+		return &methodError{method: r.Method, allow: allow}
 	}))
 	return httpx.RequestID(r)
 }
@@ -184,12 +181,13 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 }
 
 // keyErrorFirst keeps the contract's order of checks exact for a key revoked on another
-// process a moment ago, before this process's key cache heard of it: before a 400 or 404 is
-// answered, the key is read again from the write model, and its 401/403 wins. (Data and
+// process a moment ago, before this process's key cache heard of it: before a 400, 404 or 405
+// is answered, the key is read again from the write model, and its 401/403 wins. (Data and
 // charges never depend on this: every charge re-checks the key under the account lock.)
 func (s *Server) keyErrorFirst(ctx context.Context, hash domain.KeyHash, err error) error {
 	var nf *notFoundError
-	if !errors.As(err, &nf) && httpx.MapError(err).Status != http.StatusBadRequest {
+	var me *methodError
+	if !errors.As(err, &nf) && !errors.As(err, &me) && httpx.MapError(err).Status != http.StatusBadRequest {
 		return err
 	}
 	if keyErr := s.Meter.Verify(ctx, hash); errors.Is(keyErr, domain.ErrKeyRevoked) || errors.Is(keyErr, domain.ErrInvalidKey) {
@@ -210,6 +208,13 @@ type notFoundError struct{ code, msg string }
 
 func (e *notFoundError) Error() string { return e.msg }
 
+// methodError is a 405: a route the read API has, asked with a method it does not answer.
+type methodError struct{ method, allow string }
+
+func (e *methodError) Error() string {
+	return "method " + e.method + " is not allowed; the read API answers GET only"
+}
+
 func errPlaceNotFound(id string) error {
 	return &notFoundError{httpx.CodeNotFound, "place " + strconv.Quote(id) + " not found"}
 }
@@ -221,6 +226,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var nf *notFoundError
 	if errors.As(err, &nf) {
 		httpx.WriteError(w, http.StatusNotFound, nf.code, nf.msg)
+		return
+	}
+	var me *methodError
+	if errors.As(err, &me) {
+		w.Header().Set("Allow", me.allow)
+		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, me.Error())
 		return
 	}
 	e := httpx.MapError(err)

@@ -1,0 +1,37 @@
+package readapi_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// A key revoked a moment ago, before this process's key cache has heard of it, gets the 403,
+// not a 405, to a method the read API does not answer (docs/api.md: only a 429 may be answered
+// instead of the 403). As in TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404, the row
+// changes and the notification has not arrived yet.
+func TestAKeyRevokedBehindTheCachesBackIs403BeforeA405(t *testing.T) {
+	s := newStack(t)
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.meter.Keys().Listen(listenCtx, nil)
+	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key listener did not connect")
+		}
+	}
+	account, key := s.customer(500)
+	s.get(key, "/api/data/towns").rows(t) // cached now
+	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET state = 'revoked' WHERE account_id = $1`, account); err != nil {
+		t.Fatal(err)
+	}
+	// Control: a 404 re-reads the key and answers 403.
+	s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusForbidden, "revoked_api_key")
+	for _, m := range []string{http.MethodPost, http.MethodHead, http.MethodDelete} {
+		r := s.unchecked(m, key, "/api/data/towns")
+		if r.Status != http.StatusForbidden {
+			t.Errorf("%s with a revoked key: %d %s, want 403 revoked_api_key", m, r.Status, r.Body)
+		}
+	}
+}
