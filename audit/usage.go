@@ -91,8 +91,8 @@ func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCount
 	return t.flush(ctx, pool)
 }
 
-// flush moves the counts held to audit_usage: copied (streamed, not built into one statement)
-// to audit_usage_in, then added.
+// flush moves the counts held to audit_usage, copied (streamed, not built into one statement);
+// a (day, place) may be there several times, summed once at the end (compareUsage).
 func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	if t.spill == nil {
 		// A connection of its own, not the pool's: the workers may hold every pooled one.
@@ -100,8 +100,7 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint, PRIMARY KEY (day, place_id));
-			CREATE TEMP TABLE audit_usage_in (day text, place_id text, requests bigint)`); err != nil {
+		if _, err := c.Exec(ctx, `CREATE TEMP TABLE audit_usage (day text, place_id text, requests bigint)`); err != nil {
 			_ = c.Close(ctx)
 			return err
 		}
@@ -109,7 +108,7 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	next, stop := iter.Pull2(maps.All(t.counts))
 	var row [3]any
-	_, err := t.spill.CopyFrom(ctx, pgx.Identifier{"audit_usage_in"}, []string{"day", "place_id", "requests"},
+	_, err := t.spill.CopyFrom(ctx, pgx.Identifier{"audit_usage"}, []string{"day", "place_id", "requests"},
 		pgx.CopyFromFunc(func() ([]any, error) {
 			k, n, ok := next()
 			if !ok {
@@ -119,11 +118,6 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 			return row[:], nil
 		}))
 	stop()
-	if err == nil {
-		_, err = t.spill.Exec(ctx, `INSERT INTO audit_usage SELECT * FROM audit_usage_in
-			ON CONFLICT (day, place_id) DO UPDATE SET requests = audit_usage.requests + EXCLUDED.requests;
-			TRUNCATE audit_usage_in`)
-	}
 	clear(t.counts)
 	return err
 }
@@ -181,8 +175,8 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 		if err := t.flush(ctx, nil); err != nil {
 			return err
 		}
-		rows, err := t.spill.Query(ctx, `SELECT day, place_id, requests FROM audit_usage WHERE day >= $1
-			ORDER BY day COLLATE "C", place_id COLLATE "C"`, from)
+		rows, err := t.spill.Query(ctx, `SELECT day, place_id, sum(requests)::bigint FROM audit_usage WHERE day >= $1
+			GROUP BY 1, 2 ORDER BY day COLLATE "C", place_id COLLATE "C"`, from)
 		if err != nil {
 			return err
 		}
