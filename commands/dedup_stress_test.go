@@ -22,8 +22,16 @@ func TestThreeProcessesWithLostBatchesPayEachResourceOncePerDay(t *testing.T) {
 	rr := rand.New(rand.NewPCG(7, 7))
 	roll := func(n int) bool { rmu.Lock(); defer rmu.Unlock(); return rr.IntN(n) == 0 }
 	hooks := commands.MeterHooks{
-		BeforeWrite:     func(cut func()) { if roll(12) { cut() } },
-		AfterCommitSent: func(pid uint32, cut func()) { if roll(8) { cut() } },
+		BeforeWrite: func(cut func()) {
+			if roll(12) {
+				cut()
+			}
+		},
+		AfterCommitSent: func(pid uint32, cut func()) {
+			if roll(8) {
+				cut()
+			}
+		},
 	}
 	opts := []commands.MeterOptions{
 		{MaxClaims: 250, MaxAccounts: 2, Hooks: hooks},
