@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // asyncResult is an admin answer read off the test goroutine (no t.Fatal there).
@@ -86,14 +88,7 @@ func TestAGrantDoesNotCreditAnAccountWhoseKeyWasRevokedBeforeIt(t *testing.T) {
 	other := f.openAccount("Innocent Bystander")
 	f.issueKey(other)
 
-	tx, err := f.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, acc); err != nil {
-		t.Fatal(err)
-	}
+	tx := f.holdAccountLock(acc)
 
 	f.clock.Advance(time.Hour)
 	revoke := f.callAsync("POST", "/admin/accounts/"+acc+"/keys/"+key+"/revoke", `{"reason":"leaked"}`)
@@ -128,14 +123,7 @@ func TestAGrantCreditsAnAccountWhoseKeyWasIssuedBeforeIt(t *testing.T) {
 	other := f.openAccount("Innocent Bystander")
 	f.issueKey(other)
 
-	tx, err := f.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, acc); err != nil {
-		t.Fatal(err)
-	}
+	tx := f.holdAccountLock(acc)
 
 	f.clock.Advance(time.Hour)
 	issue := f.callAsync("POST", "/admin/accounts/"+acc+"/keys", "")
@@ -246,4 +234,19 @@ func expectRefused(f *fixture, r response, field string) {
 	if !strings.Contains(r.body["error"].(string), field) {
 		f.t.Errorf("the 400 does not name %s: %s", field, r.raw)
 	}
+}
+
+// holdAccountLock locks the account's row in a transaction of its own, as a charge batch or
+// a purchase would for a moment; commit or roll it back to let the waiters on.
+func (f *fixture) holdAccountLock(accountID string) pgx.Tx {
+	f.t.Helper()
+	tx, err := f.pool.Begin(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, accountID); err != nil {
+		f.t.Fatal(err)
+	}
+	return tx
 }

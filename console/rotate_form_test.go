@@ -17,25 +17,15 @@ import (
 func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 	svc := apptest.Start(t, 60)
 	id := openAccountViaAdmin(t, svc, "Rotate Co", "rotate@example.com")
-	st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys", "")
-	var issued struct {
-		Data struct {
-			KeyID  string `json:"key_id"`
-			APIKey string `json:"api_key"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(body), &issued); err != nil || st != http.StatusCreated {
-		t.Fatalf("issue: %d %s", st, body)
-	}
-	live := issued.Data.APIKey
+	liveID, live := issueViaAdmin(t, svc, id)
 	if st, b := svc.Read(t, "/api/data/towns", live); st == http.StatusUnauthorized || st == http.StatusForbidden {
 		t.Fatalf("live key refused before any rotation: %d %s", st, b)
 	}
 
 	c, csrf := signedInConsole(t, svc)
 	form := issueFormOf(t, c, svc, id, csrf)
-	if form.Get("from_key") != issued.Data.KeyID {
-		t.Fatalf("the rotate form does not name the active key %s: %v", issued.Data.KeyID, form)
+	if form.Get("from_key") != liveID {
+		t.Fatalf("the rotate form does not name the active key %s: %v", liveID, form)
 	}
 	var locations []string
 	for i := range 2 {
@@ -62,13 +52,13 @@ func TestADoubleSubmittedRotateRotatesOnce(t *testing.T) {
 	if page := readAll(t, resp); !strings.Contains(page, "svc_live_") {
 		t.Errorf("the second submission's page does not show the key the first issued:\n%s", page)
 	}
-	st, body = svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
+	st, body := svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
 	if n := strings.Count(body, `"state":"active"`) + strings.Count(body, `"state":"grace"`); st != http.StatusOK || n != 2 {
 		t.Errorf("after one rotation: %d keys active or in grace, want 2: %s", n, body)
 	}
 
 	// The same form shown before that rotation, shown again and sent anew, issues nothing.
-	stale := url.Values{"csrf": {csrf}, "from_key": {issued.Data.KeyID}, "form": {"another-page"}}
+	stale := url.Values{"csrf": {csrf}, "from_key": {liveID}, "form": {"another-page"}}
 	resp, err = c.PostForm(svc.AdminURL+"/console/accounts/"+id+"/keys", stale)
 	if err != nil {
 		t.Fatal(err)
@@ -94,4 +84,20 @@ func issueFormOf(t *testing.T, c *http.Client, svc *apptest.Service, id, csrf st
 		t.Fatalf("no key-issue form on the account page: %d %s", resp.StatusCode, page)
 	}
 	return url.Values{"csrf": {csrf}, "from_key": {from[1]}, "form": {form[1]}}
+}
+
+// issueViaAdmin issues a key to the account through the admin API: its id and the key.
+func issueViaAdmin(t *testing.T, svc *apptest.Service, accountID string) (keyID, apiKey string) {
+	t.Helper()
+	st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+accountID+"/keys", "")
+	var issued struct {
+		Data struct {
+			KeyID  string `json:"key_id"`
+			APIKey string `json:"api_key"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &issued); err != nil || st != http.StatusCreated {
+		t.Fatalf("issue: %d %s", st, body)
+	}
+	return issued.Data.KeyID, issued.Data.APIKey
 }

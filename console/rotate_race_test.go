@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -19,17 +18,7 @@ import (
 func TestTwoSessionsRotatingTogetherRotateOnce(t *testing.T) {
 	svc := apptest.Start(t, 60)
 	id := openAccountViaAdmin(t, svc, "Race Co", "race@example.com")
-	st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys", "")
-	var issued struct {
-		Data struct {
-			KeyID  string `json:"key_id"`
-			APIKey string `json:"api_key"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal([]byte(body), &issued); err != nil || st != http.StatusCreated {
-		t.Fatalf("issue: %d %s", st, body)
-	}
-	live := issued.Data.APIKey
+	_, live := issueViaAdmin(t, svc, id)
 
 	a, aCSRF := signedInConsole(t, svc)
 	b, bCSRF := signedInConsole(t, svc)
@@ -97,7 +86,7 @@ func TestTwoSessionsRotatingTogetherRotateOnce(t *testing.T) {
 	if statuses[http.StatusSeeOther] != 1 || statuses[http.StatusBadRequest] != 1 {
 		t.Errorf("answers %v, want one rotation (303) and one form refused as stale (400)", statuses)
 	}
-	st, body = svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
+	st, body := svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
 	if st != http.StatusOK {
 		t.Fatalf("get account: %d %s", st, body)
 	}
