@@ -439,6 +439,7 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 		no                               int32
 		n                                int64
 		types                            = map[string]string{} // the event type names, each allocated once
+		lists                            []string              // an event's resource lists, reused (they alias payload)
 		orphans                          = map[int32]bool{}    // numbers reported as belonging to no stream
 	)
 	// Rows are streamed: one is held at a time, whatever the number of events.
@@ -467,7 +468,8 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 		e.TxID, e.StreamID, e.Payload, e.RawMetadata = txid, st.info.head.ID, json.RawMessage(payload), []byte(meta)
 		e.RecordedAt = e.RecordedAt.UTC()
 		copy(e.Hash[:], hash)
-		st.add(e)
+		lists = lists[:0]
+		st.add(e, &lists)
 		if len(usage) >= usageMemoryRows {
 			if err := a.usage.merge(ctx, a.pool, usage); err != nil {
 				return err

@@ -150,8 +150,10 @@ func (s *streamState) upTo(e eventstore.Event, projection string) bool {
 	return !cp.Less(e.At())
 }
 
-// add checks the next event of the stream (in position order) and folds it in.
-func (s *streamState) add(e eventstore.Event) {
+// add checks the next event of the stream (in position order) and folds it in. The fact's
+// resource lists are decoded into *lists and alias e.Payload: nothing here keeps them (the
+// usage counts copy a place they add).
+func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	id := s.info.head.ID
 	switch {
 	case e.Version == s.version+1:
@@ -173,7 +175,7 @@ func (s *streamState) add(e eventstore.Event) {
 	if s.info.account == "" {
 		return
 	}
-	f, err := domain.DecodeAccountFact(e.Type, e.Payload)
+	f, err := domain.DecodeAccountFactBorrowing(e.Type, e.Payload, lists)
 	if err != nil {
 		s.diff("stream %s v%d (position %d): payload cannot be read: %v", id, e.Version, e.Position, err)
 		return

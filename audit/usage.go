@@ -29,8 +29,10 @@ type usageKey struct {
 	place string
 }
 
-// usageCounts are metered requests per UTC day and place, as the events say.
-type usageCounts map[usageKey]int64
+// usageCounts are metered requests per UTC day and place, as the events say. A count is held
+// by pointer so that counting one more never assigns to the map: an assignment would store
+// the key it is given, whose place aliases the event being read (see add).
+type usageCounts map[usageKey]*int64
 
 func (c usageCounts) add(at time.Time, f domain.AccountFact) {
 	if !f.Metered() || !f.Operation.UsageCounted() {
@@ -44,12 +46,14 @@ func (c usageCounts) add(at time.Time, f domain.AccountFact) {
 				continue
 			}
 			k := usageKey{day, id}
-			if n, ok := c[k]; ok {
-				c[k] = n + 1
+			if n := c[k]; n != nil {
+				*n++
 				continue
 			}
-			k.place = strings.Clone(id) // not the event's resource string kept alive with it
-			c[k] = 1
+			k.place = strings.Clone(id) // the resource string aliases the event's payload
+			n := new(int64)
+			*n = 1
+			c[k] = n
 		}
 	}
 }
@@ -82,7 +86,11 @@ func (t *usageTally) merge(ctx context.Context, pool *pgxpool.Pool, c usageCount
 		t.counts = usageCounts{}
 	}
 	for k, n := range c {
-		t.counts[k] += n
+		if m := t.counts[k]; m != nil {
+			*m += *n
+		} else {
+			t.counts[k] = n
+		}
 	}
 	clear(c)
 	if len(t.counts) < usageMemoryRows {
@@ -114,7 +122,7 @@ func (t *usageTally) flush(ctx context.Context, pool *pgxpool.Pool) error {
 			if !ok {
 				return nil, nil
 			}
-			row[0], row[1], row[2] = usageDay(k.day), k.place, n
+			row[0], row[1], row[2] = usageDay(k.day), k.place, *n
 			return row[:], nil
 		}))
 	stop()
@@ -194,7 +202,7 @@ func (a *auditor) compareUsage(ctx context.Context, tx pgx.Tx, archived bool) er
 				k := keys[0]
 				keys = keys[1:]
 				if day := usageDay(k.day); day >= from {
-					return usageRow{day: day, place: k.place, n: t.counts[k], ok: true}, nil
+					return usageRow{day: day, place: k.place, n: *t.counts[k], ok: true}, nil
 				}
 			}
 			return usageRow{}, nil

@@ -1,6 +1,6 @@
 package domain
 
-import "strconv"
+import "unsafe"
 
 // decodeCompactFact reads the compact form of a metered event as the meter writes it
 // (RequestCharged's short names, both d and b present) without encoding/json: these are
@@ -11,7 +11,13 @@ import "strconv"
 // a non-ASCII byte, null, a duplicate) returns ok false, and the caller decodes the payload
 // with encoding/json, which gives the same fact for every payload this accepts.
 func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
-	s := compactScanner{b: p}
+	return decodeCompactFactInto(typ, p, nil)
+}
+
+// decodeCompactFactInto is decodeCompactFact; with a non-nil lists, the resource strings alias p
+// and the lists take their room from *lists (see DecodeAccountFactBorrowing).
+func decodeCompactFactInto(typ string, p []byte, lists *[]string) (f AccountFact, ok bool) {
+	s := compactScanner{b: p, lists: lists}
 	if !s.byte('{') {
 		return f, false
 	}
@@ -30,12 +36,12 @@ func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
 		return f, false // no d and b: not the compact form
 	}
 	for {
-		key, ok := s.str()
+		key, ok := s.raw()
 		if !ok || !s.byte(':') {
 			return f, false
 		}
 		var bit uint8
-		switch key {
+		switch string(key) {
 		case "k":
 			bit = seenK
 			if f.KeyNo, ok = s.smallInt(); !ok {
@@ -43,11 +49,11 @@ func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
 			}
 		case "op":
 			bit = seenOp
-			v, ok := s.str()
+			v, ok := s.raw()
 			if !ok {
 				return f, false
 			}
-			f.Operation = Operation(v)
+			f.Operation = operationOf(v)
 		case "paid":
 			bit = seenPaid
 			if f.Paid, ok = s.strs(); !ok {
@@ -100,6 +106,8 @@ func decodeCompactFact(typ string, p []byte) (f AccountFact, ok bool) {
 type compactScanner struct {
 	b []byte
 	i int
+	// lists, when not nil, is where strs puts its strings, and they alias b.
+	lists *[]string
 }
 
 func (s *compactScanner) space() {
@@ -131,49 +139,67 @@ func (s *compactScanner) next() byte {
 
 func (s *compactScanner) byte(c byte) bool { return s.next() == c }
 
-// str reads a string of printable ASCII without escapes.
-func (s *compactScanner) str() (string, bool) {
+// raw reads a string of printable ASCII without escapes, and returns its bytes within b.
+func (s *compactScanner) raw() ([]byte, bool) {
 	if !s.byte('"') {
-		return "", false
+		return nil, false
 	}
 	start := s.i
 	for ; s.i < len(s.b); s.i++ {
 		switch c := s.b[s.i]; {
 		case c == '"':
-			v := string(s.b[start:s.i])
+			v := s.b[start:s.i:s.i]
 			s.i++
 			return v, true
 		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", false
+			return nil, false
 		}
 	}
-	return "", false
+	return nil, false
 }
 
-// strs reads an array of str's strings; [] is an empty, not a nil, slice (as encoding/json).
+// strs reads an array of raw's strings; [] is an empty, not a nil, slice (as encoding/json).
+// With s.lists, the strings alias b and are appended to *s.lists.
 func (s *compactScanner) strs() ([]string, bool) {
 	if !s.byte('[') {
 		return nil, false
 	}
-	out := []string{}
+	var own []string
+	list := &own
+	if s.lists != nil {
+		list = s.lists
+	}
+	start := len(*list)
 	if s.peek() == ']' {
 		s.i++
-		return out, true
+		return listFrom(*list, start), true
 	}
 	for {
-		v, ok := s.str()
+		v, ok := s.raw()
 		if !ok {
 			return nil, false
 		}
-		out = append(out, v)
+		if s.lists != nil {
+			*list = append(*list, unsafe.String(unsafe.SliceData(v), len(v)))
+		} else {
+			*list = append(*list, string(v))
+		}
 		switch s.next() {
 		case ',':
 		case ']':
-			return out, true
+			return listFrom(*list, start), true
 		default:
 			return nil, false
 		}
 	}
+}
+
+// listFrom is l from start on, capped so that appending to it cannot touch what follows.
+func listFrom(l []string, start int) []string {
+	if l == nil {
+		return []string{}
+	}
+	return l[start:len(l):len(l)]
 }
 
 // int reads a JSON integer: an optional minus, then 0 or digits not starting with 0; no
@@ -197,8 +223,23 @@ func (s *compactScanner) int() (int64, bool) {
 			return 0, false
 		}
 	}
-	n, err := strconv.ParseInt(string(s.b[start:s.i]), 10, 64)
-	return n, err == nil
+	var u uint64 // the magnitude; more than 19 digits is out of range
+	if s.i-digits > 19 {
+		return 0, false
+	}
+	for _, c := range s.b[digits:s.i] {
+		u = u*10 + uint64(c-'0')
+	}
+	if digits > start { // negative
+		if u > 1<<63 {
+			return 0, false
+		}
+		return -int64(u), true
+	}
+	if u > 1<<63-1 {
+		return 0, false
+	}
+	return int64(u), true
 }
 
 // smallInt is int for a Go int field.

@@ -28,6 +28,11 @@ var compactFactSeeds = []string{
 	`{"k":null,"d":-1,"b":4}`,
 	`{"paid":null,"d":-1,"b":4}`,
 	`{"d":9223372036854775808,"b":4}`,
+	`{"d":-9223372036854775809,"b":4}`,
+	`{"d":18446744073709551616,"b":4}`,
+	`{"d":99999999999999999999,"b":4}`,
+	`{"d":-,"b":4}`,
+	`{"k":1,"op":"a.new.operation","paid":["x"],"d":-1,"b":4}`,
 	`{"d":-1,"b":4}x`,
 	`{"d":-1,"b":4,}`,
 	`{"d":-1 "b":4}`,
@@ -72,6 +77,32 @@ func checkCompactFact(t *testing.T, p []byte) {
 	}
 	if !reflect.DeepEqual(fast, slow) {
 		t.Fatalf("%s:\nfast %#v\njson %#v", p, fast, slow)
+	}
+	// Borrowing reads the same fact into a list buffer that already holds another event's.
+	lists := []string{"place:earlier"}
+	borrowed, err := DecodeAccountFactBorrowing(EventRequestCharged, p, &lists)
+	if err != nil || !reflect.DeepEqual(borrowed, slow) {
+		t.Fatalf("%s borrowing:\n%#v (%v)\njson %#v", p, borrowed, err, slow)
+	}
+	if lists[0] != "place:earlier" || len(lists) != 1+len(slow.Paid)+len(slow.Deduplicated) {
+		t.Fatalf("%s borrowing: the list buffer is %q", p, lists)
+	}
+}
+
+// TestBorrowingDecodesAChargeWithoutAllocating: the audit decodes millions of charges; with
+// its list buffer grown, a charge of a known operation costs no allocation at all.
+func TestBorrowingDecodesAChargeWithoutAllocating(t *testing.T) {
+	p := []byte(`{"k":3,"op":"places.list","paid":["place:a","place:b"],"dedup":["place:c"],"omitted":2,"d":-2,"b":1234567}`)
+	lists := make([]string, 0, 8)
+	allocs := testing.AllocsPerRun(100, func() {
+		lists = lists[:0]
+		f, err := DecodeAccountFactBorrowing(EventRequestCharged, p, &lists)
+		if err != nil || len(f.Paid) != 2 || f.Deduplicated[0] != "place:c" || f.Operation != OpPlaceList || f.BalanceAfter != 1234567 {
+			t.Fatalf("%#v %v", f, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per decoded charge, want 0", allocs)
 	}
 }
 

@@ -49,3 +49,31 @@ func (o Operation) UsageCounted() bool {
 	}
 	return false
 }
+
+// operationOf is the operation named b: one of the constants above when it is one (no
+// string is allocated for it), a copy of b otherwise.
+func operationOf(b []byte) Operation {
+	switch string(b) {
+	case string(OpPlaceList):
+		return OpPlaceList
+	case string(OpPlaceDetail):
+		return OpPlaceDetail
+	case string(OpPlaceMenu):
+		return OpPlaceMenu
+	case string(OpReviews):
+		return OpReviews
+	case string(OpRelated):
+		return OpRelated
+	case string(OpSearch):
+		return OpSearch
+	case string(OpTrending):
+		return OpTrending
+	case string(OpHiddenGems):
+		return OpHiddenGems
+	case string(OpTowns):
+		return OpTowns
+	case string(OpEvents):
+		return OpEvents
+	}
+	return Operation(b)
+}
