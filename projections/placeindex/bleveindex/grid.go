@@ -87,52 +87,155 @@ func (g *grid) remove(id string) {
 	g.cells[k] = pts[:last]
 }
 
-// near answers a geo query from the grid.
+// near answers a geo query from the grid. It reads the cells that can hold matches nearest
+// first and keeps only the offset+limit nearest matches (a bounded heap): once that heap is
+// full, a cell farther than all it keeps only adds to the count, which for a cell wholly
+// inside the radius takes no distance at all. A wide radius so costs little more than its
+// count.
 func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 	limit, offset := placeindex.Page(q.Limit, q.Offset)
 	if !(q.RadiusKm > 0) {
 		return placeindex.Result{Hits: []placeindex.Hit{}}
 	}
-	var hits []placeindex.Hit
-	visit := func(pts []point) {
-		for i := range pts {
-			p := &pts[i]
-			if p.id == q.ExcludeID || !placeindex.CategoryMatches(p.category, q.CategoryPrefix) {
-				continue
-			}
-			d := placeindex.DistanceKm(q.Center, placeindex.GeoPoint{Lat: p.lat, Lng: p.lng})
-			if d <= q.RadiusKm {
-				hits = append(hits, placeindex.Hit{PlaceID: p.id, DistanceKm: d})
-			}
-		}
+	match := func(p *point) bool {
+		return p.id != q.ExcludeID && placeindex.CategoryMatches(p.category, q.CategoryPrefix)
 	}
+	near := nearest{keep: offset + limit}
 
 	g.mu.RLock()
+	var cells []cellBounds
+	add := func(row, col int, pts []point) {
+		if c := boundsOf(q.Center, row, col, pts); c.minKm <= q.RadiusKm {
+			cells = append(cells, c)
+		}
+	}
 	rows, cols, ok := window(q.Center, q.RadiusKm)
 	if ok && (rows[1]-rows[0]+1)*(cols[1]-cols[0]+1) <= len(g.cells) {
 		for r := rows[0]; r <= rows[1]; r++ {
 			for c := cols[0]; c <= cols[1]; c++ {
-				visit(g.cells[cellKey{row: int32(r), col: wrapCol(c)}])
+				if pts := g.cells[cellKey{row: int32(r), col: wrapCol(c)}]; len(pts) > 0 {
+					add(r, c, pts)
+				}
 			}
 		}
 	} else {
 		// The window covers a pole, or more cells than are occupied: reading
 		// every occupied cell is then the cheaper way, and always correct.
-		for _, pts := range g.cells {
-			visit(pts)
+		for k, pts := range g.cells {
+			add(int(k.row), int(k.col), pts)
+		}
+	}
+	slices.SortFunc(cells, func(a, b cellBounds) int { return cmp.Compare(a.minKm, b.minKm) })
+	for _, c := range cells {
+		if near.full() && c.minKm > near.heap[0].DistanceKm {
+			// Nothing here is kept: count it.
+			for i := range c.pts {
+				p := &c.pts[i]
+				if match(p) && (c.maxKm <= q.RadiusKm ||
+					placeindex.DistanceKm(q.Center, placeindex.GeoPoint{Lat: p.lat, Lng: p.lng}) <= q.RadiusKm) {
+					near.total++
+				}
+			}
+			continue
+		}
+		for i := range c.pts {
+			p := &c.pts[i]
+			if !match(p) {
+				continue
+			}
+			if d := placeindex.DistanceKm(q.Center, placeindex.GeoPoint{Lat: p.lat, Lng: p.lng}); d <= q.RadiusKm {
+				near.add(placeindex.Hit{PlaceID: p.id, DistanceKm: d})
+			}
 		}
 	}
 	g.mu.RUnlock()
 
-	slices.SortFunc(hits, func(a, b placeindex.Hit) int {
-		if c := cmp.Compare(a.DistanceKm, b.DistanceKm); c != 0 {
-			return c
+	hits := near.heap
+	slices.SortFunc(hits, compareHits)
+	page := hits[min(offset, len(hits)):]
+	return placeindex.Result{Hits: slices.Clip(page), Total: near.total}
+}
+
+// cellBounds is an occupied cell with the least and the greatest distance of any point in it
+// from a query's center, widened a little so that they are bounds whatever the rounding.
+type cellBounds struct {
+	pts          []point
+	minKm, maxKm float64
+}
+
+func boundsOf(center placeindex.GeoPoint, row, col int, pts []point) cellBounds {
+	lat0, lng0 := float64(row)*cellDeg-90, float64(col)*cellDeg-180
+	lat1, lng1 := lat0+cellDeg, lng0+cellDeg
+	at := func(lat, lng float64) float64 {
+		return placeindex.DistanceKm(center, placeindex.GeoPoint{Lat: lat, Lng: lng})
+	}
+	// The nearest point of a small lat/lng rectangle is the center clamped into it, up to a
+	// second-order difference (metres at a few hundred km), and the farthest is a corner.
+	// lng is compared unwrapped: the center is brought within half a turn of the cell.
+	lng := center.Lng
+	for lng < lng0-180 {
+		lng += 360
+	}
+	for lng > lng1+180 {
+		lng -= 360
+	}
+	minKm := at(min(max(center.Lat, lat0), lat1), min(max(lng, lng0), lng1))
+	maxKm := max(at(lat0, lng0), at(lat0, lng1), at(lat1, lng0), at(lat1, lng1))
+	const slackKm, slack = 0.05, 1e-3
+	return cellBounds{pts: pts, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
+}
+
+// compareHits orders hits nearest first, then by place id.
+func compareHits(a, b placeindex.Hit) int {
+	if c := cmp.Compare(a.DistanceKm, b.DistanceKm); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.PlaceID, b.PlaceID)
+}
+
+// nearest counts the hits it is given and keeps the keep first of them in compareHits order,
+// in a heap whose root is the last of those kept.
+type nearest struct {
+	keep  int
+	total int
+	heap  []placeindex.Hit
+}
+
+// full reports whether a hit after the last kept is no longer kept.
+func (n *nearest) full() bool { return n.keep > 0 && len(n.heap) == n.keep }
+
+func (n *nearest) add(h placeindex.Hit) {
+	n.total++
+	if len(n.heap) < n.keep {
+		n.heap = append(n.heap, h)
+		for i := len(n.heap) - 1; i > 0; { // up
+			parent := (i - 1) / 2
+			if compareHits(n.heap[parent], n.heap[i]) >= 0 {
+				break
+			}
+			n.heap[parent], n.heap[i] = n.heap[i], n.heap[parent]
+			i = parent
 		}
-		return cmp.Compare(a.PlaceID, b.PlaceID)
-	})
-	total := len(hits)
-	page := hits[min(offset, total):min(offset+limit, total)]
-	return placeindex.Result{Hits: slices.Clip(page), Total: total}
+		return
+	}
+	if n.keep == 0 || compareHits(h, n.heap[0]) >= 0 {
+		return
+	}
+	n.heap[0] = h
+	for i := 0; ; { // down
+		last, l, r := i, 2*i+1, 2*i+2
+		if l < len(n.heap) && compareHits(n.heap[l], n.heap[last]) > 0 {
+			last = l
+		}
+		if r < len(n.heap) && compareHits(n.heap[r], n.heap[last]) > 0 {
+			last = r
+		}
+		if last == i {
+			return
+		}
+		n.heap[i], n.heap[last] = n.heap[last], n.heap[i]
+		i = last
+	}
 }
 
 // window returns the inclusive row and (unwrapped) column ranges of the cells
