@@ -297,10 +297,11 @@ func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, erro
 	return now, nil
 }
 
-// validateReference checks a payment reference or an outage id: 1 to 200 bytes, and no white
+// ValidateReference checks a payment reference or an outage id: 1 to 200 bytes, and no white
 // space or control character at either end, which a person reading it could not see. Two
 // references that differ are never taken for one, so "pay-7 " is refused, not read as "pay-7".
-func validateReference(field, ref string) error {
+// The console checks what an operator typed with it before it shows anything to confirm.
+func ValidateReference(field, ref string) error {
 	if ref == "" || len(ref) > 200 {
 		return &domain.ValidationError{Field: field, Message: "is required (at most 200 characters)"}
 	}
@@ -321,7 +322,10 @@ func invisible(r rune) bool {
 	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
-// RevokeKey revokes a key at once. Revoking a revoked key changes nothing and succeeds.
+// RevokeKey revokes a key at once. Revoking a revoked key changes nothing and succeeds; a
+// rotated key whose grace has ended is revoked (domain.Key.StateAt), so revoking it changes
+// nothing either. The key's state is read under the account's lock, at the instant the
+// revocation would be recorded.
 func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string, meta eventstore.Metadata) error {
 	if len(reason) > 500 {
 		return &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
@@ -335,15 +339,16 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 		if err != nil {
 			return err
 		}
-		var state domain.KeyState
-		err = tx.QueryRow(ctx, `SELECT state FROM api_keys WHERE key_id = $1 AND account_id = $2`, keyID, accountID).Scan(&state)
+		k := domain.Key{ID: keyID, AccountID: accountID}
+		err = tx.QueryRow(ctx, `SELECT state, grace_until FROM api_keys WHERE key_id = $1 AND account_id = $2`, keyID, accountID).
+			Scan(&k.State, &k.GraceUntil)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return domain.ErrKeyNotFound
 		}
 		if err != nil {
 			return err
 		}
-		if state == domain.KeyStateRevoked {
+		if k.StateAt(now) == domain.KeyStateRevoked {
 			return nil
 		}
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET state = 'revoked', revoked_at = $2 WHERE key_id = $1`, keyID, now); err != nil {
@@ -367,7 +372,7 @@ type PurchaseResult struct {
 
 // Purchase adds the credits bought with amountCents, once per paymentRef.
 func (h Accounts) Purchase(ctx context.Context, accountID string, amountCents int64, paymentRef string, meta eventstore.Metadata) (PurchaseResult, error) {
-	if err := validateReference("payment_ref", paymentRef); err != nil {
+	if err := ValidateReference("payment_ref", paymentRef); err != nil {
 		return PurchaseResult{}, err
 	}
 	if err := domain.ValidatePurchase(amountCents); err != nil {

@@ -46,7 +46,7 @@ type BonusResult struct {
 // by any process — without crediting any account twice. Asking again for a finished grant
 // changes nothing and answers with its figures (Replayed).
 func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64, reason string, meta eventstore.Metadata) (BonusResult, error) {
-	if err := validateReference("outage_id", outageID); err != nil {
+	if err := ValidateReference("outage_id", outageID); err != nil {
 		return BonusResult{}, err
 	}
 	if credits <= 0 || credits > MaxBonusCredits {

@@ -270,7 +270,10 @@ type purchaseData struct {
 
 // purchaseReview shows how many credits the amount buys before anything is recorded.
 func (s *Server) purchaseReview(r *http.Request, _ *session) (result, error) {
-	dollars, ref := r.PostFormValue("dollars"), strings.TrimSpace(r.PostFormValue("payment_ref"))
+	// The reference is taken exactly as typed, never trimmed: one the admin API refuses (white
+	// space or an invisible character at either end) is refused here too, with the same error,
+	// not recorded as another reference.
+	dollars, ref := r.PostFormValue("dollars"), r.PostFormValue("payment_ref")
 	cents, err := s.purchaseInput(dollars, ref)
 	if err == nil {
 		err = s.paymentUnused(r, ref)
@@ -296,6 +299,9 @@ func (s *Server) purchaseInput(dollars, ref string) (int64, error) {
 	}
 	if ref == "" {
 		return 0, &domain.ValidationError{Field: "payment_ref", Message: "is required: the payment's reference from the payment provider"}
+	}
+	if err := commands.ValidateReference("payment_ref", ref); err != nil {
+		return 0, err
 	}
 	return cents, nil
 }
@@ -387,7 +393,8 @@ func (s *Server) bonusReview(r *http.Request, _ *session) (result, error) {
 }
 
 func bonusInput(r *http.Request) (bonusData, error) {
-	d := bonusData{OutageID: strings.TrimSpace(r.PostFormValue("outage_id")), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
+	// The outage id is taken exactly as typed, like a payment reference (purchaseReview).
+	d := bonusData{OutageID: r.PostFormValue("outage_id"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
 	credits, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue("credits")), 10, 64)
 	if err != nil || credits <= 0 || credits > commands.MaxBonusCredits {
 		return d, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be a whole number between 1 and %d", commands.MaxBonusCredits)}
@@ -395,6 +402,9 @@ func bonusInput(r *http.Request) (bonusData, error) {
 	d.Credits = credits
 	if d.OutageID == "" {
 		return d, &domain.ValidationError{Field: "outage_id", Message: "is required: name the outage, such as 2026-03-01-db"}
+	}
+	if err := commands.ValidateReference("outage_id", d.OutageID); err != nil {
+		return d, err
 	}
 	return d, nil
 }

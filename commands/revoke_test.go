@@ -1,0 +1,120 @@
+package commands_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// keyFacts counts the account's ledger facts, and its KeyRevoked facts for keyID.
+func keyFacts(t *testing.T, s stack, accountID, keyID string) (facts, revoked int) {
+	t.Helper()
+	page, err := s.views.Ledger(ctx, accountID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range page {
+		facts++
+		if e.Type == domain.EventKeyRevoked {
+			var p struct {
+				KeyID string `json:"key_id"`
+			}
+			if err := json.Unmarshal(e.Payload, &p); err != nil || p.KeyID == keyID {
+				revoked++
+			}
+		}
+	}
+	return facts, revoked
+}
+
+func keyStateInView(t *testing.T, s stack, accountID, keyID string) domain.KeyState {
+	t.Helper()
+	v, err := s.views.Account(ctx, accountID, s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range v.Keys {
+		if k.KeyID == keyID {
+			return k.State
+		}
+	}
+	t.Fatalf("key %s not in the account view", keyID)
+	return ""
+}
+
+// Revoking a key that is already revoked "changes nothing and succeeds" (commands.RevokeKey).
+// A revoked key stays revoked and its revocation is one fact.
+func TestRevokingARevokedKeyAgainChangesNothing(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	accountID, k := fundedAccount(t, s, 500)
+	if err := s.accounts.RevokeKey(ctx, accountID, k.KeyID, "compromised", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	facts, revoked := keyFacts(t, s, accountID, k.KeyID)
+	clk.Advance(time.Minute)
+	if err := s.accounts.RevokeKey(ctx, accountID, k.KeyID, "again", eventstore.Metadata{}); err != nil {
+		t.Fatalf("second revoke: %v", err)
+	}
+	if f, r := keyFacts(t, s, accountID, k.KeyID); f != facts || r != revoked || r != 1 {
+		t.Errorf("after a second revoke: %d facts (%d KeyRevoked); before it %d (%d)", f, r, facts, revoked)
+	}
+	if _, err := s.meter.Authenticate(ctx, domain.HashKey(k.APIKey)); !errors.Is(err, domain.ErrKeyRevoked) {
+		t.Errorf("revoked key: %v", err)
+	}
+	// An unknown key, or a key of another account, is not found.
+	other, _ := fundedAccount(t, s, 0)
+	if err := s.accounts.RevokeKey(ctx, other, k.KeyID, "", eventstore.Metadata{}); !errors.Is(err, domain.ErrKeyNotFound) {
+		t.Errorf("revoking another account's key: %v, want ErrKeyNotFound", err)
+	}
+	auditClean(t, s.pool)
+}
+
+// A rotated key whose grace has passed is revoked: it no longer works and every view shows it
+// as "revoked" (docs/api.md, "Keys"; docs/architecture.md, "Grace expiry is not an event").
+// Revoking it is revoking a revoked key, which changes nothing, just as rotating again does
+// not revoke it a second time (domain.PlanKeyIssue decides from StateAt). RevokeKey decides
+// from the key's state at the instant of the revocation, not from the row's stored state
+// ('grace'): no KeyRevoked fact, and no revoked_at after the key had already stopped working.
+func TestRevokingAKeyPastItsGraceChangesNothing(t *testing.T) {
+	clk := &clock{now: noon}
+	s := newStack(t, pgtest.NewDatabase(t), clk)
+	accountID, k1 := fundedAccount(t, s, 500)
+	if _, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(25 * time.Hour)
+	if _, err := s.meter.Authenticate(ctx, domain.HashKey(k1.APIKey)); !errors.Is(err, domain.ErrKeyRevoked) {
+		t.Fatalf("k1 25 h after its rotation: %v, want revoked", err)
+	}
+	if st := keyStateInView(t, s, accountID, k1.KeyID); st != domain.KeyStateRevoked {
+		t.Fatalf("k1 25 h after its rotation shows as %q", st)
+	}
+	facts, revoked := keyFacts(t, s, accountID, k1.KeyID)
+	var revokedAtBefore *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT revoked_at FROM api_keys WHERE key_id = $1`, k1.KeyID).Scan(&revokedAtBefore); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.accounts.RevokeKey(ctx, accountID, k1.KeyID, "cleanup", eventstore.Metadata{}); err != nil {
+		t.Fatalf("revoke of a key past its grace: %v", err)
+	}
+	f, r := keyFacts(t, s, accountID, k1.KeyID)
+	var revokedAt *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT revoked_at FROM api_keys WHERE key_id = $1`, k1.KeyID).Scan(&revokedAt); err != nil {
+		t.Fatal(err)
+	}
+	if f != facts || r != revoked {
+		t.Errorf("revoking a key already revoked by the end of its grace appended %d fact(s) (%d KeyRevoked; before %d); want none, as for any revoked key",
+			f-facts, r, revoked)
+	}
+	if (revokedAtBefore == nil) != (revokedAt == nil) {
+		t.Errorf("revoked_at moved from %v to %v", revokedAtBefore, revokedAt)
+	}
+	auditClean(t, s.pool)
+}
