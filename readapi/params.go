@@ -47,12 +47,13 @@ const unmatchableTown = "~"
 
 // paramLimits is the longest value, in characters (after percent-decoding, as JSON Schema's
 // maxLength counts), of each query parameter a data route reads, and of the place id in the
-// path. No valid value comes near these (the longest town slug has 52 characters; catalog ids
-// at most 128), so a longer one is refused with 400 bad_request naming the parameter, before
-// anything is looked up or charged. docs/limits.md and the OpenAPI document list the same
+// path. A longer parameter is refused with 400 bad_request naming it, before anything is looked
+// up or charged; a town can be any slug the import accepts (catalog ids are at most 128
+// characters). A longer place id is no place the catalog can hold: 404 not_found, as for any
+// unknown place, without a lookup. docs/limits.md and the OpenAPI document list the same
 // numbers.
 var paramLimits = map[string]int{
-	"town": 100, "q": 200,
+	"town": 128, "q": 200,
 	"limit": 20, "offset": 20,
 	"lat": 32, "lng": 32, "radius": 32,
 	"from": 32, "to": 32,
@@ -65,25 +66,26 @@ func ParamLimits() map[string]int { return maps.Clone(paramLimits) }
 // checkParams refuses, naming the parameter, a request whose query string does not parse (a
 // pair with ';' or a broken %-escape: url.Values would drop it silently, and a filter dropped
 // is an unfiltered, paid answer), one that gives a parameter the route reads more than once,
-// and one whose place id or parameter is longer than paramLimits allows.
+// and one whose parameter is longer than paramLimits allows; a place id longer than that is
+// an unknown place (404).
 func checkParams(r *http.Request, params []string) error {
+	if len(params) > 0 { // a route that reads no parameter drops nothing
+		q, err := url.ParseQuery(r.URL.RawQuery)
+		if err != nil {
+			return queryProblem(r.URL.RawQuery)
+		}
+		for _, name := range params {
+			if len(q[name]) > 1 {
+				return badParam(name, "is given %d times; give it once", len(q[name]))
+			}
+			if limit := paramLimits[name]; utf8.RuneCountInString(q.Get(name)) > limit {
+				return badParam(name, "must be at most %d characters", limit)
+			}
+		}
+	}
+	// After the parameters: a bad request is 400 before an unknown place is 404.
 	if id, ok := placeIDVar(r); ok && utf8.RuneCountInString(id) > paramLimits["placeId"] {
-		return badParam("placeId", "must be at most %d characters", paramLimits["placeId"])
-	}
-	if len(params) == 0 {
-		return nil // a route that reads no parameter drops nothing
-	}
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return queryProblem(r.URL.RawQuery)
-	}
-	for _, name := range params {
-		if len(q[name]) > 1 {
-			return badParam(name, "is given %d times; give it once", len(q[name]))
-		}
-		if limit := paramLimits[name]; utf8.RuneCountInString(q.Get(name)) > limit {
-			return badParam(name, "must be at most %d characters", limit)
-		}
+		return errPlaceNotFound(id)
 	}
 	return nil
 }
