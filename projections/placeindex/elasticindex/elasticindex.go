@@ -1,11 +1,14 @@
 // Package elasticindex is the place index on Elasticsearch 8.x.
 //
-// Reads go through an alias (the index prefix, e.g. "places") that points at
-// one concrete generation ("places-1", "places-2", ...). Rebuild fills the
-// next generation, refreshes it and moves the alias in one update-aliases
-// call, so readers switch from one complete generation to the next. Each
-// generation's checkpoint is a document, keyed by the concrete index name, in
-// "<prefix>-checkpoint".
+// Reads and writes go through an alias (the index prefix, e.g. "places") that points at
+// one concrete generation ("places-1", "places-2", ...). Every serving process opens its
+// own Index on the same alias, and a rebuild may run in another process beside them, so
+// no process trusts the generation it saw last: writes go through the alias and
+// Checkpoint resolves it. Rebuild fills a new generation, refreshes it and moves the alias
+// in one update-aliases call, so readers switch from one complete generation to the next.
+// Each generation's checkpoint is a document, keyed by the concrete index name, in
+// "<prefix>-checkpoint". Generations are exactly "<prefix>-<digits>"; nothing else
+// matching "<prefix>-*" (another prefix such as "places-eu") is ever touched.
 package elasticindex
 
 import (
@@ -13,7 +16,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,17 +43,22 @@ var ErrClosed = errors.New("elasticindex: index is closed")
 
 var _ placeindex.Index = (*Index)(nil)
 
-// Index is the place index on Elasticsearch. It is safe for concurrent use;
-// one process should own the writes to a given prefix.
+// Index is the place index on Elasticsearch. It is safe for concurrent use, and any
+// number of processes may open the same prefix at once.
 type Index struct {
 	es              *elasticsearch.TypedClient
-	alias           string // what readers query
+	alias           string // what readers query and writers write through
 	checkpointIndex string
 
-	rebuildMu sync.Mutex // one Rebuild at a time
+	rebuildMu sync.Mutex // one Rebuild at a time in this process
 
-	mu      sync.RWMutex
-	current string // concrete index the alias points at; "" once closed
+	mu     sync.RWMutex
+	closed bool
+	// seen is the generation whose checkpoint this Index last read (Open, Checkpoint, or
+	// its own Rebuild's swap). Upsert stores its checkpoint only for that generation:
+	// the caller chose the batch from that checkpoint, and storing it for a generation
+	// another process's Rebuild swapped in since would claim events it never received.
+	seen string
 }
 
 // source is a place as stored in Elasticsearch.
@@ -72,7 +82,10 @@ type checkpointDoc struct {
 }
 
 // Open connects to the Elasticsearch at url and opens the place index named
-// indexPrefix, creating its first generation and checkpoint index when absent.
+// indexPrefix, creating its checkpoint index and a first generation when absent.
+//
+// url is the only connection setting: credentials go in it (https://user:pass@host:9200),
+// and a cluster whose certificate is not signed by a CA this machine trusts is refused.
 func Open(ctx context.Context, url string, indexPrefix string) (*Index, error) {
 	if indexPrefix == "" || strings.ToLower(indexPrefix) != indexPrefix {
 		return nil, fmt.Errorf("elasticindex: index prefix %q must be non-empty lowercase", indexPrefix)
@@ -92,26 +105,11 @@ func Open(ctx context.Context, url string, indexPrefix string) (*Index, error) {
 			return nil, err
 		}
 	}
-
-	current, err := x.resolveAlias(ctx)
+	live, err := x.liveGeneration(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if current == "" {
-		current = x.generation(1)
-		// No alias means no generation was ever live: anything left under
-		// the first name is from an interrupted Open and safe to drop.
-		if err := x.deleteIndex(ctx, current); err != nil {
-			return nil, err
-		}
-		if err := x.createIndex(ctx, current, indexBody); err != nil {
-			return nil, err
-		}
-		if err := x.pointAlias(ctx, "", current); err != nil {
-			return nil, err
-		}
-	}
-	x.current = current
+	x.seen = live
 	return x, nil
 }
 
@@ -123,78 +121,125 @@ func (x *Index) Prefix() string { return x.alias }
 func (x *Index) Close() error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.current = ""
+	x.closed = true
 	return nil
 }
 
-// Drop deletes every index this prefix owns: all generations and the
-// checkpoint index. It is for tests and operators retiring an index.
+// Drop deletes every index this prefix owns: all its generations ("<prefix>-<digits>",
+// never another prefix's "<prefix>-eu-3") and the checkpoint index. It is for tests and
+// operators retiring an index.
 func (x *Index) Drop(ctx context.Context) error {
-	res, err := x.es.Indices.Get(x.alias + "-*").Do(ctx)
-	if err != nil {
-		return fmt.Errorf("elasticindex: listing %s-*: %w", x.alias, err)
-	}
-	var errs []error
-	for name := range res {
-		errs = append(errs, x.deleteIndex(ctx, name))
-	}
-	return errors.Join(errs...)
-}
-
-func (x *Index) live() (string, error) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	if x.current == "" {
-		return "", ErrClosed
-	}
-	return x.current, nil
-}
-
-// Upsert implements placeindex.Index. Documents are visible to List and
-// Near when it returns. The checkpoint is written only after every document
-// operation succeeded, so a failed batch is replayed rather than skipped.
-func (x *Index) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
-	current, err := x.live()
+	gens, err := x.generations(ctx)
 	if err != nil {
 		return err
 	}
-	return x.write(ctx, current, docs, deleteIDs, checkpoint, true)
+	var errs []error
+	for _, g := range gens {
+		errs = append(errs, x.deleteIndex(ctx, g.name))
+	}
+	errs = append(errs, x.deleteIndex(ctx, x.checkpointIndex))
+	return errors.Join(errs...)
 }
 
-// write applies one batch to the concrete index, deletes after docs, then
-// stores its checkpoint.
-func (x *Index) write(ctx context.Context, index string, docs []placeindex.Doc, deleteIDs []string, checkpoint string, visible bool) error {
-	if len(docs)+len(deleteIDs) > 0 {
-		req := x.es.Bulk().Index(index)
-		if visible {
-			req.Refresh(refresh.Waitfor)
-		}
-		for _, d := range docs {
-			if d.PlaceID == "" {
-				return errors.New("elasticindex: upsert: doc without PlaceID")
-			}
-			op := types.IndexOperation{Id_: &d.PlaceID}
-			if d.Version > 0 {
-				// The stream's version as the document's: Elasticsearch keeps the newer one.
-				op.Version, op.VersionType = &d.Version, &versiontype.Externalgte
-			}
-			if err := req.IndexOp(op, toSource(d)); err != nil {
-				return fmt.Errorf("elasticindex: upsert %s: %w", d.PlaceID, err)
-			}
-		}
-		for _, id := range deleteIDs {
-			if err := req.DeleteOp(types.DeleteOperation{Id_: &id}); err != nil {
-				return fmt.Errorf("elasticindex: delete %s: %w", id, err)
-			}
-		}
-		res, err := req.Do(ctx)
-		if err != nil {
-			return fmt.Errorf("elasticindex: bulk into %s: %w", index, err)
-		}
-		if err := bulkError(res); err != nil {
-			return fmt.Errorf("elasticindex: bulk into %s: %w", index, err)
+// lastSeen returns the generation whose checkpoint was last read, or ErrClosed.
+func (x *Index) lastSeen() (string, error) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if x.closed {
+		return "", ErrClosed
+	}
+	return x.seen, nil
+}
+
+func (x *Index) setSeen(index string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.seen = index
+}
+
+// Upsert implements placeindex.Index. Documents are visible to List and Near when it
+// returns. The checkpoint is written only after every document operation succeeded, so a
+// failed batch is replayed rather than skipped.
+//
+// The batch goes through the alias with require_alias, so it lands in the generation
+// readers query, and Elasticsearch refuses it (rather than auto-creating an index) when
+// there is no alias. The checkpoint is stored for the generation Checkpoint last read:
+// when another process's Rebuild has swapped in a new generation since, the documents
+// still reach it, but its checkpoint stays as that Rebuild stored it, and the caller's
+// next Checkpoint tells it where to resume.
+//
+// A delete carries no version and removes the place whatever its version; an older
+// version upserted after it brings the place back once Elasticsearch has forgotten the
+// deleted document's version (index.gc_deletes, 60 s by default). PlaceIndex never
+// deletes. Several processes store the same generation's checkpoint, and the last write
+// wins even when it is older: that only makes a process re-apply a range, which the
+// documents' external versions make harmless.
+func (x *Index) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
+	seen, err := x.lastSeen()
+	if err != nil {
+		return err
+	}
+	landed, err := x.bulk(ctx, x.alias, docs, deleteIDs, true)
+	if err != nil {
+		return err
+	}
+	for _, index := range landed {
+		if index != seen {
+			return nil // another generation is live now: its checkpoint is not this batch's to move
 		}
 	}
+	return x.storeCheckpoint(ctx, seen, checkpoint)
+}
+
+// bulk applies docs then deletes through target, an alias. require_alias makes
+// Elasticsearch refuse the batch when target is not an alias (its generation was deleted)
+// instead of auto-creating an index of that name with a dynamic mapping. It returns the
+// concrete indexes the operations landed in, as the response names them.
+func (x *Index) bulk(ctx context.Context, target string, docs []placeindex.Doc, deleteIDs []string, visible bool) ([]string, error) {
+	if len(docs)+len(deleteIDs) == 0 {
+		return nil, nil
+	}
+	req := x.es.Bulk().Index(target).RequireAlias(true)
+	if visible {
+		req.Refresh(refresh.Waitfor)
+	}
+	for _, d := range docs {
+		if d.PlaceID == "" {
+			return nil, errors.New("elasticindex: upsert: doc without PlaceID")
+		}
+		op := types.IndexOperation{Id_: &d.PlaceID}
+		if d.Version > 0 {
+			// The stream's version as the document's: Elasticsearch keeps the newer one.
+			op.Version, op.VersionType = &d.Version, &versiontype.Externalgte
+		}
+		if err := req.IndexOp(op, toSource(d)); err != nil {
+			return nil, fmt.Errorf("elasticindex: upsert %s: %w", d.PlaceID, err)
+		}
+	}
+	for _, id := range deleteIDs {
+		if err := req.DeleteOp(types.DeleteOperation{Id_: &id}); err != nil {
+			return nil, fmt.Errorf("elasticindex: delete %s: %w", id, err)
+		}
+	}
+	res, err := req.Do(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("elasticindex: bulk into %s: %w", target, err)
+	}
+	if err := bulkError(res); err != nil {
+		return nil, fmt.Errorf("elasticindex: bulk into %s: %w", target, err)
+	}
+	var landed []string
+	for _, item := range res.Items {
+		for _, r := range item {
+			if r.Index_ != "" && !slices.Contains(landed, r.Index_) {
+				landed = append(landed, r.Index_)
+			}
+		}
+	}
+	return landed, nil
+}
+
+func (x *Index) storeCheckpoint(ctx context.Context, index, checkpoint string) error {
 	_, err := x.es.Index(x.checkpointIndex).Id(index).Document(checkpointDoc{Checkpoint: checkpoint}).Do(ctx)
 	if err != nil {
 		return fmt.Errorf("elasticindex: storing checkpoint of %s: %w", index, err)
@@ -205,13 +250,14 @@ func (x *Index) write(ctx context.Context, index string, docs []placeindex.Doc, 
 // bulkError reports the first failed item. Deleting a missing place is not a
 // failure, since re-applying a batch must be harmless; nor is a version conflict
 // on indexing, which means the index already holds a newer version of the place.
+// A missing index (no alias to write through) is a failure for deletes too.
 func bulkError(res *bulk.Response) error {
 	if !res.Errors {
 		return nil
 	}
 	for _, item := range res.Items {
 		for op, r := range item {
-			if r.Error == nil || (op.Name == "delete" && r.Status == http.StatusNotFound) ||
+			if r.Error == nil || (op.Name == "delete" && r.Status == http.StatusNotFound && r.Error.Type != "index_not_found_exception") ||
 				(op.Name == "index" && r.Status == http.StatusConflict) {
 				continue
 			}
@@ -244,29 +290,36 @@ func toSource(d placeindex.Doc) source {
 	return s
 }
 
-// Checkpoint implements placeindex.Index.
+// Checkpoint implements placeindex.Index: the checkpoint of the generation the alias
+// points at now, which may be one another process's Rebuild swapped in. When there is
+// no alias (its generation was deleted), it creates a fresh generation as Open does and
+// answers "", so the caller replays into it.
 func (x *Index) Checkpoint(ctx context.Context) (string, error) {
-	current, err := x.live()
+	if _, err := x.lastSeen(); err != nil {
+		return "", err
+	}
+	live, err := x.liveGeneration(ctx)
 	if err != nil {
 		return "", err
 	}
-	res, err := x.es.Get(x.checkpointIndex, current).Do(ctx)
+	x.setSeen(live)
+	res, err := x.es.Get(x.checkpointIndex, live).Do(ctx)
 	if err != nil {
-		return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", current, err)
+		return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", live, err)
 	}
 	if !res.Found {
 		return "", nil
 	}
 	var cp checkpointDoc
 	if err := json.Unmarshal(res.Source_, &cp); err != nil {
-		return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", current, err)
+		return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", live, err)
 	}
 	return cp.Checkpoint, nil
 }
 
 // List implements placeindex.Index.
 func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Result, error) {
-	if _, err := x.live(); err != nil {
+	if _, err := x.lastSeen(); err != nil {
 		return placeindex.Result{}, err
 	}
 	limit, offset := placeindex.Page(q.Limit, q.Offset)
@@ -328,9 +381,13 @@ func wordQuery(word string) types.Query {
 
 // Near implements placeindex.Index. DistanceKm is recomputed from the stored
 // coordinates: geo_point quantizes to about a centimetre, the source keeps
-// the exact values.
+// the exact values. The radius filter and the distance sort work on the
+// quantized point, though: a place within about a centimetre of the radius can
+// be in or out where the embedded index (exact) says otherwise, so a hit's
+// DistanceKm can exceed RadiusKm by up to that much, and places less than a
+// centimetre apart in distance can come in either order.
 func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Result, error) {
-	if _, err := x.live(); err != nil {
+	if _, err := x.lastSeen(); err != nil {
 		return placeindex.Result{}, err
 	}
 	limit, offset := placeindex.Page(q.Limit, q.Offset)
@@ -404,108 +461,280 @@ func total(res *search.Response) int {
 	return int(res.Hits.Total.Value)
 }
 
-// Rebuild implements placeindex.Index.
+// Rebuild implements placeindex.Index. It may run while other processes serve from and
+// write through the alias, or rebuild too:
+//   - it fills a new generation, numbered above every existing one, that it created
+//     itself; never the live generation or a leftover;
+//   - it writes that generation through an alias of its own ("<prefix>-<n>-fill") with
+//     require_alias, so that if the generation is deleted under it the fill fails instead
+//     of recreating it;
+//   - it swaps the alias away from whatever generation is live when the fill ends, and
+//     when the swap fails it asks where the alias points: a swap applied whose answer was
+//     lost is committed, not undone;
+//   - it never deletes the generation the alias points at. Once committed it deletes the
+//     generations numbered below the new one that the alias does not point at: the one
+//     it replaced and any left by a rebuild that failed or crashed before its cleanup.
 func (x *Index) Rebuild(ctx context.Context, fill func(w placeindex.Writer) error) error {
 	x.rebuildMu.Lock()
 	defer x.rebuildMu.Unlock()
-	old, err := x.live()
+	if _, err := x.lastSeen(); err != nil {
+		return err
+	}
+	if _, err := x.liveGeneration(ctx); err != nil {
+		return err
+	}
+	next, n, err := x.createNextGeneration(ctx)
 	if err != nil {
-		return err
-	}
-	n, err := x.generationNumber(old)
-	if err != nil {
-		return err
-	}
-	next := x.generation(n + 1)
-	// A leftover from an interrupted Rebuild was never live.
-	if err := x.deleteIndex(ctx, next); err != nil {
-		return err
-	}
-	if err := x.createIndex(ctx, next, indexBody); err != nil {
 		return err
 	}
 	abandon := func(cause error) error {
 		// Cleanup must run even when ctx is what failed.
-		cleanup := context.WithoutCancel(ctx)
-		return errors.Join(cause, x.deleteIndex(cleanup, next), x.deleteCheckpoint(cleanup, next))
+		return errors.Join(cause, x.deleteUnlessLive(context.WithoutCancel(ctx), next))
 	}
-	if err := fill(writer{x: x, index: next}); err != nil {
+	// A fresh generation starts from an empty checkpoint, whatever one of its name left.
+	if err := x.deleteCheckpoint(ctx, next); err != nil {
+		return abandon(err)
+	}
+	if err := fill(writer{x: x, index: next, target: fillAlias(next)}); err != nil {
 		return abandon(fmt.Errorf("elasticindex: rebuild: %w", err))
 	}
 	if _, err := x.es.Indices.Refresh().Index(next).Do(ctx); err != nil {
 		return abandon(fmt.Errorf("elasticindex: refreshing %s: %w", next, err))
 	}
-	if err := x.pointAlias(ctx, old, next); err != nil {
+	old, err := x.resolveAlias(ctx)
+	if err != nil {
 		return abandon(err)
 	}
-	x.mu.Lock()
-	if x.current != "" {
-		x.current = next
+	if err := x.swapAlias(ctx, old, next); err != nil {
+		// Elasticsearch may have applied the swap and the answer been lost (a timeout, a
+		// proxy's 504; the client's retry then finds the alias gone from old): only the
+		// alias tells whether next is live now.
+		now, lerr := x.resolveAlias(context.WithoutCancel(ctx))
+		if lerr != nil {
+			return fmt.Errorf("%w; reading where the alias points now: %v (%s is kept; a later Rebuild removes it unless it is live)", err, lerr, next)
+		}
+		if now != next {
+			return abandon(err)
+		}
 	}
-	x.mu.Unlock()
+	x.setSeen(next)
 
-	// The swap is committed; what follows only frees the old generation.
-	if err := errors.Join(x.deleteIndex(ctx, old), x.deleteCheckpoint(ctx, old)); err != nil {
-		return fmt.Errorf("elasticindex: rebuild committed, removing %s: %w", old, err)
+	// The swap is committed; what follows only frees older generations.
+	if err := x.removeStale(ctx, n); err != nil {
+		return fmt.Errorf("elasticindex: rebuild committed, removing older generations: %w", err)
 	}
 	return nil
 }
 
-// writer fills a generation being rebuilt; it skips the per-batch refresh
-// because nobody reads the generation until Rebuild refreshes it once.
+// writer fills a generation being rebuilt through its fill alias; it skips the per-batch
+// refresh because nobody reads the generation until Rebuild refreshes it once.
 type writer struct {
-	x     *Index
-	index string
+	x      *Index
+	index  string // the generation
+	target string // its fill alias
 }
 
 func (w writer) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
-	return w.x.write(ctx, w.index, docs, deleteIDs, checkpoint, false)
+	if _, err := w.x.bulk(ctx, w.target, docs, deleteIDs, false); err != nil {
+		return err
+	}
+	return w.x.storeCheckpoint(ctx, w.index, checkpoint)
 }
+
+// maxAttempts bounds the generation numbers Open and Rebuild try before giving up.
+const maxAttempts = 100
 
 func (x *Index) generation(n int) string { return fmt.Sprintf("%s-%d", x.alias, n) }
 
-func (x *Index) generationNumber(index string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimPrefix(index, x.alias+"-"))
-	if err != nil || !strings.HasPrefix(index, x.alias+"-") {
-		return 0, fmt.Errorf("elasticindex: alias %s points at %q, not %s-<n>", x.alias, index, x.alias)
+// fillAlias names the alias a generation is written through while Rebuild fills it. It
+// can be no generation's name, of this prefix or any other: those end in digits.
+func fillAlias(generation string) string { return generation + "-fill" }
+
+// generationNumber reports whether index is one of this prefix's generations,
+// "<prefix>-<digits>", and its number.
+func (x *Index) generationNumber(index string) (int, bool) {
+	digits, ok := strings.CutPrefix(index, x.alias+"-")
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
 	}
-	return n, nil
+	n, err := strconv.Atoi(digits)
+	return n, err == nil
 }
 
-// resolveAlias returns the concrete index behind the alias, "" when there is
-// no alias yet.
-func (x *Index) resolveAlias(ctx context.Context) (string, error) {
-	exists, err := x.es.Indices.ExistsAlias(x.alias).Do(ctx)
+// generationBody is the create body of a generation carrying alias from its creation.
+func generationBody(alias string) string {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(indexBody), &body); err != nil {
+		panic("elasticindex: indexBody is not JSON: " + err.Error())
+	}
+	body["aliases"], _ = json.Marshal(map[string]struct{}{alias: {}})
+	b, _ := json.Marshal(body)
+	return string(b)
+}
+
+// liveGeneration returns the generation the alias points at. When there is no alias it
+// creates a fresh generation with the alias in its create body, so the index and the alias
+// appear together: the lowest-numbered generation that does not exist, starting from an
+// empty checkpoint. Processes doing this at once all try the same numbers in the same
+// order; whichever create fails with resource_already_exists looks at the alias again and
+// finds the winner's. Generations that exist without the alias are left for Rebuild to
+// remove.
+func (x *Index) liveGeneration(ctx context.Context) (string, error) {
+	for n := 1; n <= maxAttempts; n++ {
+		live, err := x.resolveAlias(ctx)
+		if err != nil || live != "" {
+			return live, err
+		}
+		name := x.generation(n)
+		exists, err := x.es.Indices.Exists(name).Do(ctx)
+		if err != nil {
+			return "", fmt.Errorf("elasticindex: checking %s: %w", name, err)
+		}
+		if exists {
+			continue
+		}
+		// Before the alias can point at it: a checkpoint left by a former generation of
+		// this name would make the empty index claim to be caught up.
+		if err := x.deleteCheckpoint(ctx, name); err != nil {
+			return "", err
+		}
+		err = x.createIndex(ctx, name, generationBody(x.alias))
+		if err == nil {
+			return name, nil
+		}
+		if !isAlreadyExists(err) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("elasticindex: there is no alias %s, and %s to %s exist without it", x.alias, x.generation(1), x.generation(maxAttempts))
+}
+
+// createNextGeneration creates a generation numbered above every existing one, carrying
+// its fill alias, and returns its name and number.
+func (x *Index) createNextGeneration(ctx context.Context) (string, int, error) {
+	gens, err := x.generations(ctx)
 	if err != nil {
-		return "", fmt.Errorf("elasticindex: checking alias %s: %w", x.alias, err)
+		return "", 0, err
 	}
-	if !exists {
-		return "", nil
+	top := 0
+	for _, g := range gens {
+		top = max(top, g.n)
 	}
-	res, err := x.es.Indices.GetAlias().Name(x.alias).Do(ctx)
+	for n := top + 1; n <= top+maxAttempts; n++ {
+		name := x.generation(n)
+		err := x.createIndex(ctx, name, generationBody(fillAlias(name)))
+		if err == nil {
+			return name, n, nil
+		}
+		if !isAlreadyExists(err) { // else another process's Rebuild took n
+			return "", 0, err
+		}
+	}
+	return "", 0, fmt.Errorf("elasticindex: could not create a generation of %s above %s", x.alias, x.generation(top))
+}
+
+// removeStale deletes, with their checkpoints, this prefix's generations numbered below
+// `below` that the alias does not point at.
+func (x *Index) removeStale(ctx context.Context, below int) error {
+	gens, err := x.generations(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range gens {
+		if g.n < below && !g.live {
+			errs = append(errs, x.deleteIndex(ctx, g.name), x.deleteCheckpoint(ctx, g.name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type generationInfo struct {
+	name string
+	n    int
+	live bool // the alias points at it
+}
+
+// generations lists this prefix's generations, lowest first: the indexes named
+// "<prefix>-<digits>", not everything "<prefix>-*" matches.
+func (x *Index) generations(ctx context.Context) ([]generationInfo, error) {
+	res, err := x.getAliases(ctx, x.es.Indices.GetAlias().Index(x.alias+"-*"))
+	if err != nil {
+		return nil, fmt.Errorf("elasticindex: listing %s-*: %w", x.alias, err)
+	}
+	var gens []generationInfo
+	for name, a := range res {
+		if n, ok := x.generationNumber(name); ok {
+			_, live := a.Aliases[x.alias]
+			gens = append(gens, generationInfo{name: name, n: n, live: live})
+		}
+	}
+	slices.SortFunc(gens, func(a, b generationInfo) int { return a.n - b.n })
+	return gens, nil
+}
+
+// resolveAlias returns the generation the alias points at, "" when there is no alias.
+func (x *Index) resolveAlias(ctx context.Context) (string, error) {
+	res, err := x.getAliases(ctx, x.es.Indices.GetAlias().Name(x.alias))
 	if err != nil {
 		return "", fmt.Errorf("elasticindex: reading alias %s: %w", x.alias, err)
 	}
-	if len(res) != 1 {
+	if len(res) > 1 {
 		return "", fmt.Errorf("elasticindex: alias %s points at %d indexes, want 1", x.alias, len(res))
 	}
 	for index := range res {
-		if _, err := x.generationNumber(index); err != nil {
-			return "", err
+		if _, ok := x.generationNumber(index); !ok {
+			return "", fmt.Errorf("elasticindex: alias %s points at %q, not %s-<n>", x.alias, index, x.alias)
 		}
 		return index, nil
 	}
 	return "", nil
 }
 
-// pointAlias moves the alias from old ("" = nowhere) to next in one atomic
-// update-aliases call.
-func (x *Index) pointAlias(ctx context.Context, old, next string) error {
+type indexAliases struct {
+	Aliases map[string]json.RawMessage `json:"aliases"`
+}
+
+// getAliases performs a get-alias request; a 404 (no such alias) is an empty answer.
+func (x *Index) getAliases(ctx context.Context, req interface {
+	Perform(context.Context) (*http.Response, error)
+}) (map[string]indexAliases, error) {
+	res, err := req.Perform(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case res.StatusCode == http.StatusNotFound:
+		return nil, nil
+	case res.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("status %d: %s", res.StatusCode, body)
+	}
+	var m map[string]indexAliases
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// swapAlias moves the alias from old ("" = nowhere) to next, and takes next's fill alias
+// away, in one atomic update-aliases call. must_exist makes the whole call fail when the
+// alias is no longer on old (another process swapped it meanwhile), rather than leave it
+// on two generations.
+func (x *Index) swapAlias(ctx context.Context, old, next string) error {
 	var actions []types.IndicesAction
 	if old != "" {
-		actions = append(actions, types.IndicesAction{Remove: &types.RemoveAction{Index: &old, Alias: &x.alias}})
+		mustExist := true
+		actions = append(actions, types.IndicesAction{Remove: &types.RemoveAction{Index: &old, Alias: &x.alias, MustExist: &mustExist}})
 	}
-	actions = append(actions, types.IndicesAction{Add: &types.AddAction{Index: &next, Alias: &x.alias}})
+	fill := fillAlias(next)
+	actions = append(actions,
+		types.IndicesAction{Add: &types.AddAction{Index: &next, Alias: &x.alias}},
+		types.IndicesAction{Remove: &types.RemoveAction{Index: &next, Alias: &fill}})
 	if _, err := x.es.Indices.UpdateAliases().Request(&updatealiases.Request{Actions: actions}).Do(ctx); err != nil {
 		return fmt.Errorf("elasticindex: pointing alias %s at %s: %w", x.alias, next, err)
 	}
@@ -525,6 +754,19 @@ func (x *Index) deleteIndex(ctx context.Context, name string) error {
 		return fmt.Errorf("elasticindex: deleting %s: %w", name, err)
 	}
 	return nil
+}
+
+// deleteUnlessLive deletes a generation and its checkpoint, unless the alias points at
+// it or where the alias points cannot be read.
+func (x *Index) deleteUnlessLive(ctx context.Context, name string) error {
+	live, err := x.resolveAlias(ctx)
+	if err != nil {
+		return fmt.Errorf("%w (%s is kept)", err, name)
+	}
+	if live == name {
+		return fmt.Errorf("elasticindex: %s is live: not deleting it", name)
+	}
+	return errors.Join(x.deleteIndex(ctx, name), x.deleteCheckpoint(ctx, name))
 }
 
 func (x *Index) deleteCheckpoint(ctx context.Context, index string) error {

@@ -8,6 +8,14 @@ package elasticindex
 // lookup that matches any word it prefixes; words longer than maxGram fall
 // back to match_bool_prefix on the whole-word fields.
 //
+// Every document the catalog accepts must be indexable, or its bulk fails and
+// the projection retries it for ever: Lucene refuses any term over 32,766 bytes,
+// so keywords ignore values over 8191 characters (the ES guidance for UTF-8: a
+// category that long is stored but not matched by a category filter, where the
+// embedded index would match it) and the analyzers truncate words to 8000
+// characters (at most 24,000 bytes), after folding, which can lengthen them.
+// rating_count is a long: the catalog takes integers up to 2^53.
+//
 // One shard keeps relevance statistics, and so the order of equal-looking
 // hits, identical to what a single-node test sees. max_result_window covers
 // the read API's deepest page (offset 10000 + limit 100).
@@ -16,26 +24,29 @@ const indexBody = `{
     "index": {"number_of_shards": 1, "max_result_window": 20000},
     "analysis": {
       "tokenizer": {"place_letters": {"type": "pattern", "pattern": "[^\\p{L}\\p{N}]+"}},
-      "filter": {"place_edge": {"type": "edge_ngram", "min_gram": 1, "max_gram": 20}},
+      "filter": {
+        "place_edge": {"type": "edge_ngram", "min_gram": 1, "max_gram": 20},
+        "place_truncate": {"type": "truncate", "length": 8000}
+      },
       "analyzer": {
-        "place_words": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding"]},
-        "place_grams": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_edge"]}
+        "place_words": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_truncate"]},
+        "place_grams": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_truncate", "place_edge"]}
       }
     }
   },
   "mappings": {
     "dynamic": "strict",
     "properties": {
-      "place_id": {"type": "keyword"},
-      "town_slug": {"type": "keyword"},
-      "rating_count": {"type": "integer"},
+      "place_id": {"type": "keyword", "ignore_above": 8191},
+      "town_slug": {"type": "keyword", "ignore_above": 8191},
+      "rating_count": {"type": "long"},
       "location": {"type": "geo_point"},
       "name": {
         "type": "text", "analyzer": "place_words",
         "fields": {"grams": {"type": "text", "analyzer": "place_grams", "search_analyzer": "place_words"}}
       },
       "category": {
-        "type": "keyword",
+        "type": "keyword", "ignore_above": 8191,
         "fields": {
           "words": {"type": "text", "analyzer": "place_words"},
           "grams": {"type": "text", "analyzer": "place_grams", "search_analyzer": "place_words"}

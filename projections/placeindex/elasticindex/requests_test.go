@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,49 +121,6 @@ func TestListWithQAsksForEveryWordAsAPrefixAndSortsByScore(t *testing.T) {
 	}
 }
 
-func TestRebuildFillsRefreshesThenMovesTheAliasAndDropsTheOldGeneration(t *testing.T) {
-	idx, f := openFake(t)
-	ctx := context.Background()
-	err := idx.Rebuild(ctx, func(w placeindex.Writer) error {
-		return w.Upsert(ctx, []placeindex.Doc{{PlaceID: "p1", Name: "One", Category: "food", Location: &placeindex.GeoPoint{Lat: 38, Lng: -84}}}, []string{"p0"}, "cp-9")
-	})
-	if err != nil {
-		t.Fatalf("Rebuild: %v", err)
-	}
-	want := []string{
-		"DELETE /places-4",
-		"PUT /places-4",
-		"POST /places-4/_bulk",
-		"PUT /places-checkpoint/_doc/places-4",
-		"POST /places-4/_refresh",
-		"POST /_aliases",
-		"DELETE /places-3",
-		"DELETE /places-checkpoint/_doc/places-3",
-	}
-	if !slices.Equal(f.requests, want) {
-		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(f.requests, "\n"), strings.Join(want, "\n"))
-	}
-	if got := f.bodies["POST /_aliases"]; got != `{"actions":[{"remove":{"alias":"places","index":"places-3"}},{"add":{"alias":"places","index":"places-4"}}]}` {
-		t.Errorf("aliases body = %s", got)
-	}
-	bulk := f.bodies["POST /places-4/_bulk"]
-	for _, want := range []string{`{"index":{"_id":"p1"}}`, `"location":{"lat":38,"lon":-84}`, `{"delete":{"_id":"p0"}}`} {
-		if !strings.Contains(bulk, want) {
-			t.Errorf("bulk body lacks %s:\n%s", want, bulk)
-		}
-	}
-	if !strings.Contains(f.bodies["PUT /places-checkpoint/_doc/places-4"], `"checkpoint":"cp-9"`) {
-		t.Errorf("checkpoint body = %s", f.bodies["PUT /places-checkpoint/_doc/places-4"])
-	}
-	f.requests = nil
-	if err := idx.Upsert(ctx, nil, []string{"p1"}, "cp-10"); err != nil {
-		t.Fatalf("Upsert: %v", err)
-	}
-	if len(f.requests) == 0 || f.requests[0] != "POST /places-4/_bulk" {
-		t.Errorf("upsert after rebuild went to %v, want the new generation places-4", f.requests)
-	}
-}
-
 // A versioned document is indexed with its stream version as an external version, so
 // Elasticsearch keeps the newer of two versions whatever order they arrive in.
 func TestUpsertIndexesWithTheStreamVersionAsAnExternalVersion(t *testing.T) {
@@ -174,7 +130,7 @@ func TestUpsertIndexesWithTheStreamVersionAsAnExternalVersion(t *testing.T) {
 	if err := idx.Upsert(ctx, docs, nil, "cp-1"); err != nil {
 		t.Fatalf("Upsert: %v", err)
 	}
-	bulk := f.bodies["POST /places-3/_bulk"]
+	bulk := f.bodies["POST /places/_bulk"]
 	for _, want := range []string{`{"index":{"_id":"p1","version":7,"version_type":"external_gte"}}`, `{"index":{"_id":"p2"}}`} {
 		if !strings.Contains(bulk, want) {
 			t.Errorf("bulk body lacks %s:\n%s", want, bulk)
