@@ -36,3 +36,69 @@ func CheckBoundary(b eventstore.Boundary, st AccountState) (balance int64, err e
 	}
 	return f.BalanceAfter, nil
 }
+
+// CheckArchivedSums checks an account's archived totals and daily sums (its boundary state st)
+// against balance, the balance its boundary's last event vouches for (CheckBoundary's): the
+// archived facts moved the balance from 0 to it, so purchased + bonus - charged credits must
+// be it; the daily sums must add up to the totals kind by kind (the purchase days' credits to
+// the purchased credits, the bonus days' to the bonus credits, the metered days' credits and
+// counts to the charged credits and requests); and the closing row of the newest archived day
+// must be the boundary's event and that balance. Nothing chained holds the totals and days
+// themselves: this catches them edited in stream_boundaries (and the account rows with them)
+// unless the edit keeps every one of these sums, which only kyapi restore (the archive file's
+// fold) can tell. It returns one error per difference, none for a stream that is not an
+// account's.
+func CheckArchivedSums(b eventstore.Boundary, st AccountState, balance int64) []error {
+	account := domain.AccountOfStream(b.StreamID)
+	if account == "" {
+		return nil
+	}
+	var errs []error
+	differ := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("account %s: archived boundary v%d: "+format, append([]any{account, b.Version}, args...)...))
+	}
+	t := st.AccountTotals
+	if moved := t.PurchasedCredits + t.BonusCredits - t.ChargedCredits; moved != balance {
+		differ("its totals say purchased %d + bonus %d - charged %d = %d credits, but its last archived event vouches for a balance of %d",
+			t.PurchasedCredits, t.BonusCredits, t.ChargedCredits, moved, balance)
+	}
+	var days domain.AccountTotals
+	var requests int64
+	var closing *DaySum
+	for i, d := range st.Days {
+		switch d.Kind {
+		case "":
+			if closing == nil || d.Day >= closing.Day {
+				closing = &st.Days[i]
+			}
+		case "purchase":
+			days.PurchasedCredits += d.Credits
+		case "bonus":
+			days.BonusCredits += d.Credits
+		default: // a metered operation
+			days.ChargedCredits += d.Credits
+			requests += d.Count
+		}
+	}
+	for _, k := range []struct {
+		what        string
+		days, total int64
+	}{
+		{"purchased credits", days.PurchasedCredits, t.PurchasedCredits},
+		{"bonus credits", days.BonusCredits, t.BonusCredits},
+		{"charged credits", days.ChargedCredits, t.ChargedCredits},
+		{"metered requests", requests, t.RequestsCharged + t.RequestsDeduplicated},
+	} {
+		if k.days != k.total {
+			differ("its daily sums add up to %d %s, its totals say %d", k.days, k.what, k.total)
+		}
+	}
+	switch day := domain.Day(b.At); {
+	case closing == nil && b.Version > 0:
+		differ("its daily sums have no closing row (the day of its last archived event, %s)", day)
+	case closing != nil && (closing.Day != day || closing.Version != b.Version || closing.BalanceAfter != balance):
+		differ("its newest archived day %s closes at v%d with balance %d, but its last archived event is v%d of %s, vouching for balance %d",
+			closing.Day, closing.Version, closing.BalanceAfter, b.Version, day, balance)
+	}
+	return errs
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -170,5 +171,138 @@ func TestArchiveRefusesToFoldOnFromAForgedBoundary(t *testing.T) {
 	}
 	if _, err := os.Stat(opts.File); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused archive left its file: %v", err)
+	}
+}
+
+// An account whose history is archived entirely keeps its totals (purchased, bonus, charged
+// credits, request counts) and its daily sums only in its boundary state and in the rows the
+// audit compares that state with (accounts, rm_balances, rm_account_days), where plain UPDATEs
+// reach them. The chain vouches for the balance at the boundary, and what the archived facts
+// add up to must agree with it: purchased + bonus - charged is the balance, the daily sums add
+// up to the totals kind by kind, and the newest archived day closes with that balance. Totals
+// and daily sums edited against that are a difference for the audit (whole, of the account,
+// in segments) and for a digest's verification.
+func TestArchivedTotalsAndDailySumsThatDoNotAddUpToTheVouchedBalanceAreADifference(t *testing.T) {
+	h, digest := archivedDormant(t)
+	stream := domain.AccountStream(h.small.id)
+
+	var before struct{ purchased, charged, balance int64 }
+	if err := h.pool.QueryRow(ctx, `SELECT purchased_credits, charged_credits, balance FROM accounts WHERE account_id = $1`, h.small.id).
+		Scan(&before.purchased, &before.charged, &before.balance); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Totals: 100,000 purchased credits that were never bought, and 50,000 charged credits
+	// that were never charged (the balance, which the chain vouches for, is left alone).
+	exec(t, h.pool, `UPDATE stream_boundaries b SET account = b.account
+			|| jsonb_build_object('purchased_credits', (b.account->>'purchased_credits')::bigint + 100000,
+			                      'charged_credits', (b.account->>'charged_credits')::bigint + 50000)
+		FROM streams s WHERE s.stream_no = b.stream_no AND s.stream_id = $1`, stream)
+	for _, table := range []string{"accounts", "rm_balances"} {
+		exec(t, h.pool, `UPDATE `+table+` SET purchased_credits = purchased_credits + 100000, charged_credits = charged_credits + 50000
+			WHERE account_id = $1`, h.small.id)
+	}
+	// 2. Daily sums: one archived day of place-detail charges spent 50,000 credits more.
+	exec(t, h.pool, `UPDATE stream_boundaries b SET account = jsonb_set(b.account, '{days}', (
+			SELECT jsonb_agg(CASE WHEN d->>'day' = $2 AND d->>'kind' = $3
+				THEN d || jsonb_build_object('credits', (d->>'credits')::bigint + 50000) ELSE d END ORDER BY o)
+			FROM jsonb_array_elements(b.account->'days') WITH ORDINALITY AS x(d, o)))
+		FROM streams s WHERE s.stream_no = b.stream_no AND s.stream_id = $1`, stream, domain.Day(start), string(domain.OpPlaceDetail))
+	exec(t, h.pool, `UPDATE rm_account_days SET credits = credits + 50000 WHERE account_id = $1 AND day = $2::date AND kind = $3`,
+		h.small.id, domain.Day(start), string(domain.OpPlaceDetail))
+
+	if n := count(t, h.pool, `SELECT count(*) FROM rm_account_days WHERE account_id = $1 AND day = $2::date AND kind = $3 AND credits >= 50000`,
+		h.small.id, domain.Day(start), string(domain.OpPlaceDetail)); n != 1 {
+		t.Fatalf("setup: %d daily rows edited, want 1", n)
+	}
+	if n := count(t, h.pool, `SELECT count(*) FROM stream_boundaries b JOIN streams s USING (stream_no), jsonb_array_elements(b.account->'days') d
+		WHERE s.stream_id = $1 AND (d->>'credits')::bigint >= 50000`, stream); n != 1 {
+		t.Fatalf("setup: %d archived daily sums edited, want 1", n)
+	}
+	var after struct{ purchased, charged, balance int64 }
+	if err := h.pool.QueryRow(ctx, `SELECT purchased_credits, charged_credits, balance FROM accounts WHERE account_id = $1`, h.small.id).
+		Scan(&after.purchased, &after.charged, &after.balance); err != nil {
+		t.Fatal(err)
+	}
+	if after.balance != before.balance || after.purchased != before.purchased+100000 {
+		t.Fatalf("setup: account row %+v, before %+v", after, before)
+	}
+	t.Logf("account %s now shows purchased %d (was %d), charged %d (was %d), balance %d: purchased - charged = %d",
+		h.small.id, after.purchased, before.purchased, after.charged, before.charged, after.balance, after.purchased-after.charged)
+
+	prefix := "account " + h.small.id + ": archived boundary v"
+	wants := []string{
+		fmt.Sprintf("its totals say purchased %d + bonus 0 - charged %d = %d credits, but its last archived event vouches for a balance of %d",
+			after.purchased, after.charged, after.purchased-after.charged, after.balance),
+		fmt.Sprintf("its daily sums add up to %d purchased credits, its totals say %d", before.purchased, after.purchased),
+	}
+	check := func(what, d string) {
+		for _, w := range wants {
+			if !strings.Contains(d, prefix) || !strings.Contains(d, w) {
+				t.Errorf("%s: differences\n%s\nwant %q ... %q", what, d, prefix, w)
+			}
+		}
+	}
+	for _, o := range []audit.Options{{}, {AccountID: h.small.id}, {SegmentEvents: 1, Workers: 2}} {
+		check(fmt.Sprintf("audit %+v", o), auditDiffs(t, h, o))
+	}
+	check("digest verification", verifyDiffs(t, h, digest))
+}
+
+// A payment whose fact is archived has only its purchases row in the store to be counted once
+// by: the audit matches an account's rows without a fact in the store with the purchases its
+// archived daily sums count (number, credits, cents). A row deleted so that the same
+// payment_ref is credited again leaves the archived purchase without its row: a difference.
+func TestAnArchivedPaymentCreditedAgainIsADifference(t *testing.T) {
+	h, _ := archivedDormant(t)
+	ref := "pay-" + h.small.id
+	exec(t, h.pool, `DELETE FROM purchases WHERE payment_ref = $1`, ref)
+	res, err := (commands.Accounts{Store: eventstore.New(h.pool), Clock: h.now}).Purchase(ctx, h.small.id, 1000, ref, eventstore.Metadata{})
+	if err != nil || res.Replayed {
+		t.Fatalf("setup: the same payment_ref again: %+v, %v", res, err)
+	}
+	catchUp(t, h.pool)
+	want := "account " + h.small.id + ": its history archived up to v"
+	for _, o := range []audit.Options{{}, {AccountID: h.small.id}} {
+		if d := auditDiffs(t, h, o); !strings.Contains(d, want) || !strings.Contains(d, "holds 1 purchases (2000 credits, 1000 cents), but 0 purchases rows") {
+			t.Errorf("audit %q of an archived payment credited again: differences\n%s\nwant %q", o.AccountID, d, want)
+		}
+	}
+}
+
+// The boundary state holds no keys: a key issued in archived history is known to the audit by
+// the number its api_keys row gives it and by the key facts after the boundary. Revoked after
+// the boundary, set active again in api_keys and charged, it is a difference all the same.
+func TestAKeyIssuedBeforeTheBoundaryIsCheckedAgainstItsRevocationAfterIt(t *testing.T) {
+	h, _ := archivedDormant(t)
+	var keyID string
+	if err := h.pool.QueryRow(ctx, `SELECT key_id FROM api_keys WHERE account_id = $1`, h.small.id).Scan(&keyID); err != nil {
+		t.Fatal(err)
+	}
+	if err := (commands.Accounts{Store: eventstore.New(h.pool), Clock: h.now}).RevokeKey(ctx, h.small.id, keyID, "compromised", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, h.pool)
+	auditClean(t, h.pool, audit.Options{})
+	auditClean(t, h.pool, audit.Options{AccountID: h.small.id})
+
+	exec(t, h.pool, `UPDATE api_keys SET state = 'active', revoked_at = NULL WHERE key_id = $1`, keyID)
+	meter := commands.NewMeter(eventstore.New(h.pool), h.now, commands.MeterOptions{})
+	defer meter.Close()
+	caller, err := meter.Authenticate(ctx, h.small.caller.KeyHash)
+	if err != nil {
+		t.Fatalf("setup: the reactivated key: %v", err)
+	}
+	if _, err := meter.Charge(ctx, commands.ChargeRequest{Caller: caller, Operation: domain.OpPlaceDetail,
+		Resources: []string{domain.PlaceResource("after-revoke")}}); err != nil {
+		t.Fatalf("setup: charge with the reactivated key: %v", err)
+	}
+	catchUp(t, h.pool)
+	charged := "account " + h.small.id + ": key " + keyID + " (no. 1) was revoked at v304"
+	row := "account " + h.small.id + ": api_keys row of key " + keyID + " (no. 1) is active, its facts say revoked"
+	for _, o := range []audit.Options{{}, {AccountID: h.small.id}} {
+		if d := auditDiffs(t, h, o); !strings.Contains(d, charged) || !strings.Contains(d, row) {
+			t.Errorf("audit %q: differences\n%s\nwant %q and %q", o.AccountID, d, charged, row)
+		}
 	}
 }

@@ -66,6 +66,7 @@ type streamState struct {
 	atBalance sums               // events up to the balances projection's checkpoint
 	days      map[dayKey]*daySum // events up to the account_days projection's checkpoint
 	usage     usageCounts        // the unit's, in a whole-store audit: up to the usage projection's checkpoint
+	keys      keyTrack           // an account's key facts, and its charges per key between them
 	diffs     []string
 
 	lastDayNo int64 // dayOf's memo
@@ -73,7 +74,9 @@ type streamState struct {
 }
 
 func (a *auditor) newState(s streamInfo) *streamState {
-	return &streamState{a: a, info: s} // days: made by day() for the streams that have any
+	// days: made by day() for the streams that have any. Read from its first event unless
+	// started at a boundary or after a position, the stream's keys are complete.
+	return &streamState{a: a, info: s, keys: keyTrack{complete: true}}
 }
 
 func (s *streamState) diff(format string, args ...any) {
@@ -84,13 +87,15 @@ func (s *streamState) diff(format string, args ...any) {
 // time of its last archived event and, for an account, the balance after it. With first (the
 // stream's first segment: once per stream), the boundary is checked against the last event it
 // records (archive.CheckBoundary), and the account's archived totals and daily sums are
-// counted. The balance is the one that event vouches for, so a balance edited at the boundary
-// shows in the events after it and the account rows as well. Every archived event is at or
+// checked against the balance that event vouches for (archive.CheckArchivedSums) and counted.
+// The balance is the one that event vouches for, so a balance edited at the boundary shows in
+// the events after it and the account rows as well. Every archived event is at or
 // before every projection's checkpoint (kyapi archive refuses a range a projection has not
 // passed, and rebuild refuses to start over while history is archived), so they count for the
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at = b.Version, b.Hash, b.At
+	s.keys.complete = false // the boundary state holds no keys: those issued before it are not known
 	var st archive.AccountState
 	if s.info.account != "" {
 		var err error
@@ -108,6 +113,9 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.balance = balance
 	if !first {
 		return nil
+	}
+	for _, err := range archive.CheckArchivedSums(b, st, balance) {
+		s.diff("%v", err)
 	}
 	folded := sums{AccountTotals: st.AccountTotals, version: b.Version, balance: balance}
 	s.all.merge(folded)
@@ -134,6 +142,7 @@ func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) err
 	}
 	copy(s.hash[:], hash)
 	s.at = s.at.UTC()
+	s.keys.complete = false
 	if s.info.account != "" {
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
@@ -171,6 +180,7 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		s.diff("stream %s v%d (position %d): recorded_at %s is before the previous event's %s",
 			id, e.Version, e.Position, e.RecordedAt.Format(time.RFC3339Nano), s.at.Format(time.RFC3339Nano))
 	}
+	prevAt := s.at
 	s.version, s.hash, s.at = e.Version, e.Hash, e.RecordedAt
 	if s.info.account == "" {
 		return
@@ -188,6 +198,14 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		s.diff("account %s v%d (position %d): balance below zero (%d)", s.info.account, e.Version, e.Position, f.BalanceAfter)
 	}
 	s.balance = f.BalanceAfter
+	switch {
+	case f.Metered():
+		s.keys.charge(&f, &e)
+	case e.Type == domain.EventKeyIssued || e.Type == domain.EventKeyRevoked:
+		if err := s.keys.keyFact(&e, prevAt); err != nil {
+			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
+		}
+	}
 	s.all.add(e.Version, f)
 	if s.upTo(e, balancesProjection) {
 		s.atBalance.add(e.Version, f)
@@ -230,6 +248,7 @@ func (s *streamState) day(k dayKey) *daySum {
 // merge folds the state of the stream's next segment into s.
 func (s *streamState) merge(next *streamState) {
 	s.version, s.hash, s.at, s.balance = next.version, next.hash, next.at, next.balance
+	s.keys.merge(&next.keys)
 	s.all.merge(next.all)
 	s.atBalance.merge(next.atBalance)
 	for k, d := range next.days {
@@ -249,6 +268,7 @@ type accountRows struct {
 	totals   sums
 	balances *sums // rm_balances; nil when there is no row
 	days     map[dayKey]daySum
+	keys     []apiKeyRow
 }
 
 func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*accountRows, error) {
@@ -290,8 +310,22 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	if err != nil {
 		return nil, err
 	}
-	_, err = pgx.ForEachRow(rows, []any{&id, &k.day, &k.kind, &d.Count, &d.RowsPaid, &d.RowsDeduplicated, &d.Credits, &d.Cents, &d.version, &d.balanceAfter}, func() error {
+	if _, err = pgx.ForEachRow(rows, []any{&id, &k.day, &k.kind, &d.Count, &d.RowsPaid, &d.RowsDeduplicated, &d.Credits, &d.Cents, &d.version, &d.balanceAfter}, func() error {
 		out[id].days[k] = d
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var key apiKeyRow
+	rows, err = tx.Query(ctx, `SELECT account_id, key_id, key_no, key_hash, state, issued_at, grace_until, revoked_at
+		FROM api_keys WHERE account_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	_, err = pgx.ForEachRow(rows, []any{&id, &key.id, &key.no, &key.hash, &key.state, &key.issuedAt, &key.graceUntil, &key.revokedAt}, func() error {
+		r := key
+		r.hash, r.graceUntil, r.revokedAt = slices.Clone(key.hash), ownTime(key.graceUntil), ownTime(key.revokedAt)
+		out[id].keys = append(out[id].keys, r)
 		return nil
 	})
 	return out, err
@@ -301,9 +335,11 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 func (a *auditor) compareAccount(st *streamState, r *accountRows) {
 	id := st.info.account
 	if !r.exists {
+		st.keys.check(id, nil, a.differ)
 		a.differ("account %s: its stream exists but the write model has no account", id)
 		return
 	}
+	st.keys.check(id, r.keys, a.differ)
 	if r.balance != st.balance {
 		a.differ("account %s: write-model balance %d, replayed balance %d", id, r.balance, st.balance)
 	}

@@ -166,7 +166,9 @@ type verifyState struct {
 }
 
 // startAt starts the chain at the stream's archived boundary, having checked the boundary
-// against the last event it records (archive.CheckBoundary): the chain from there on, or the
+// against the last event it records (archive.CheckBoundary) and an account's archived totals
+// and daily sums against the balance that event vouches for (archive.CheckArchivedSums): the
+// chain from there on, or the
 // digest's head when it is the boundary, then vouches for the boundary and so for an account's
 // balance there. A digest whose head lies inside the archived history cannot be checked until
 // the archive is restored: that is a difference, named as such.
@@ -176,7 +178,11 @@ func (s *verifyState) startAt(b eventstore.Boundary, differ func(string, ...any)
 	}
 	st, err := archive.DecodeAccountState(b.Account)
 	if err == nil {
-		_, err = archive.CheckBoundary(b, st)
+		var balance int64
+		balance, err = archive.CheckBoundary(b, st)
+		for _, e := range archive.CheckArchivedSums(b, st, balance) {
+			differ("%v", e)
+		}
 	} else {
 		err = fmt.Errorf("stream %s: archived boundary v%d: its state cannot be read: %v", s.id, b.Version, err)
 	}

@@ -36,6 +36,8 @@ func TestADatabaseOfTheFirstStoreIsCarriedOverAndAuditsClean(t *testing.T) {
 			('place-plc_1', 1, 'PlaceImported', '{"place_id":"plc_1","name":"Joe''s","category":"food"}', '{}', '2026-11-20T09:00:00Z'),
 			('account-acc_1', 4, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r1","operation":"places.list","day":"2026-11-20","paid":["place:plc_1","place:plc_2"],"credits_delta":-2,"balance_after":998}', '{"request_id":"r1","actor":"key:key_1"}', '2026-11-20T11:00:00Z'),
 			('account-acc_1', 5, 'RequestCharged', '{"account_id":"acc_1","key_id":"key_1","request_id":"r2","operation":"places.detail","day":"2026-11-20","paid":["place:plc_3"],"credits_delta":-1,"balance_after":997}', '{"request_id":"r2","actor":"key:key_1"}', '2026-11-20T10:59:59Z');
+		INSERT INTO purchases (payment_ref, account_id, amount_cents, credits_added, balance_after, recorded_at)
+			VALUES ('p', 'acc_1', 500, 1000, 1000, '2026-11-20T10:00:02Z');
 		INSERT INTO dedup_claims (account_id, day, resource) VALUES
 			('acc_1', current_date, 'place:plc_1'), ('acc_1', current_date - 5, 'place:plc_3');
 		INSERT INTO projection_checkpoints (name, transaction_id, position) VALUES ('usage', '7', 4);`

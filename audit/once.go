@@ -1,0 +1,181 @@
+package audit
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// A payment is counted once, and a bonus once per outage and account (docs/architecture.md):
+// the purchases and bonus_grants rows are what make it so, so the audit compares them with the
+// facts. PostgreSQL does the grouping, in the audit's snapshot, over the CreditsPurchased and
+// BonusGranted facts it finds through the index of the events that are not charges
+// (events_sparse): the audit holds only the differences, whatever the number of payments.
+
+// onceSQL finds, in one statement, each of:
+//   - a payment_ref credited by more than one CreditsPurchased fact (across all accounts);
+//   - a CreditsPurchased fact without its purchases row, a row without its fact (unless its
+//     account's history is archived: then the next check), and a row that differs from its
+//     fact (account, credits, cents, balance after);
+//   - for an account with archived history, its purchases rows without a fact in the store
+//     that do not match, in number, credits and cents, the purchases its archived daily sums
+//     count, or were recorded after its archived history ends;
+//   - an outage credited to one account by more than one BonusGranted fact, a BonusGranted
+//     fact of an outage bonus_grants does not hold, or of other credits than its grant's;
+//   - (whole-store audits) a grant whose accounts count is not the number of its facts (or
+//     only less, when history is archived: archived facts are not counted).
+//
+// Each row is a kind and its fields as text. The account audit's statement ($2, $3: its stream
+// number and account) reads its own stream's facts and its own rows.
+func onceSQL(account bool) string {
+	inStream, ofAccount, inArchive := "", "", ""
+	if account {
+		inStream, ofAccount, inArchive = `AND e.stream_no = $2`, `p.account_id = $3 AND`, `AND b.stream_no = $2`
+	}
+	sql := `WITH facts AS MATERIALIZED (
+	SELECT e.stream_no, coalesce(s.stream_id, '#' || e.stream_no) AS stream_id, e.version, e.position, e.type,
+		e.payload->>'payment_ref' AS ref, e.payload->>'outage_id' AS outage, e.payload->>'credits_delta' AS credits,
+		e.payload->>'amount_cents' AS cents, e.payload->>'balance_after' AS balance_after
+	FROM events e LEFT JOIN streams s ON s.stream_no = e.stream_no
+	WHERE e.type IN ('CreditsPurchased', 'BonusGranted') AND e.type <> 'RequestCharged' AND e.type <> 'RequestDeduplicated' ` + inStream + `
+), purchased AS (
+	SELECT ref, count(*) AS n, min(stream_id) AS stream_id, (array_agg(stream_id || ' v' || version ORDER BY position))[1:5] AS at,
+		min(credits) AS credits, min(cents) AS cents, min(balance_after) AS balance_after
+	FROM facts WHERE type = 'CreditsPurchased' GROUP BY ref
+), archived AS (
+	SELECT substr(s.stream_id, length($1) + 1) AS account_id, b.version,  b.recorded_at,
+		coalesce((b.account->>'purchased_credits')::numeric, 0) AS credits,
+		coalesce((SELECT sum((d->>'count')::numeric) FROM jsonb_array_elements(days.a) d WHERE d->>'kind' = 'purchase'), 0) AS n,
+		coalesce((SELECT sum((d->>'cents')::numeric) FROM jsonb_array_elements(days.a) d WHERE d->>'kind' = 'purchase'), 0) AS cents
+	FROM stream_boundaries b JOIN streams s ON s.stream_no = b.stream_no,
+		LATERAL (SELECT CASE WHEN jsonb_typeof(b.account->'days') = 'array' THEN b.account->'days' ELSE '[]' END AS a) days
+	WHERE starts_with(s.stream_id, $1) ` + inArchive + `
+), unmatched AS (
+	SELECT p.account_id, count(*) AS n, sum(p.credits_added) AS credits, sum(p.amount_cents) AS cents, max(p.recorded_at) AS newest
+	FROM purchases p LEFT JOIN purchased f ON f.ref = p.payment_ref
+	WHERE ` + ofAccount + ` f.n IS NULL GROUP BY 1
+), granted AS (
+	SELECT stream_no, min(stream_id) AS stream_id, outage, count(*) AS n, (array_agg('v' || version ORDER BY position))[1:5] AS at,
+		min(credits) AS lo, max(credits) AS hi
+	FROM facts WHERE type = 'BonusGranted' GROUP BY stream_no, outage
+)
+SELECT 'payment twice', ARRAY[ref, n::text, array_to_string(at, ', ')] FROM purchased WHERE n > 1
+UNION ALL
+SELECT CASE WHEN f.n IS NULL THEN 'row without payment' WHEN p.payment_ref IS NULL THEN 'payment without row' ELSE 'payment row differs' END,
+	ARRAY[coalesce(f.ref, p.payment_ref), f.at[1], f.stream_id, f.credits, f.cents, f.balance_after,
+		p.account_id, p.credits_added::text, p.amount_cents::text, p.balance_after::text]
+FROM purchased f FULL JOIN purchases p ON p.payment_ref = f.ref
+WHERE CASE
+	WHEN f.n IS NULL THEN ` + ofAccount + ` NOT EXISTS (SELECT FROM archived x WHERE x.account_id = p.account_id)
+	WHEN f.n > 1 THEN false
+	WHEN p.payment_ref IS NULL THEN true
+	ELSE f.stream_id IS DISTINCT FROM $1 || p.account_id OR f.credits IS DISTINCT FROM p.credits_added::text
+		OR f.cents IS DISTINCT FROM p.amount_cents::text OR f.balance_after IS DISTINCT FROM p.balance_after::text
+	END
+UNION ALL
+SELECT 'archived payments', ARRAY[x.account_id, x.version::text, x.n::text, x.credits::text, x.cents::text,
+	coalesce(u.n, 0)::text, coalesce(u.credits, 0)::text, coalesce(u.cents, 0)::text, (u.newest > x.recorded_at)::text]
+FROM archived x LEFT JOIN unmatched u USING (account_id)
+WHERE coalesce(u.n, 0) <> x.n OR coalesce(u.credits, 0) <> x.credits OR coalesce(u.cents, 0) <> x.cents OR u.newest > x.recorded_at
+UNION ALL
+SELECT CASE WHEN f.n > 1 THEN 'bonus twice' WHEN g.outage_id IS NULL THEN 'bonus without grant' ELSE 'bonus credits differ' END,
+	ARRAY[f.stream_id, f.outage, f.n::text, array_to_string(f.at, ', '), f.lo, f.hi, g.credits::text]
+FROM granted f LEFT JOIN bonus_grants g ON g.outage_id = f.outage
+WHERE f.n > 1 OR g.outage_id IS NULL OR f.lo IS DISTINCT FROM g.credits::text OR f.hi IS DISTINCT FROM g.credits::text`
+	if !account {
+		sql += `
+UNION ALL
+SELECT 'grant accounts', ARRAY[g.outage_id, g.accounts::text, coalesce(c.n, 0)::text]
+FROM bonus_grants g LEFT JOIN (SELECT outage, sum(n) AS n FROM granted GROUP BY 1) c ON c.outage = g.outage_id
+WHERE coalesce(c.n, 0) > g.accounts OR coalesce(c.n, 0) < g.accounts AND NOT EXISTS (SELECT FROM stream_boundaries)`
+	}
+	return sql
+}
+
+// onceDiffs bounds the differences of each kind listed one by one; the rest are counted.
+const onceDiffs = 100
+
+// countedOnce reports what onceSQL finds: in the whole store, or (account) in one account.
+func (a *auditor) countedOnce(ctx context.Context, tx pgx.Tx, account *streamInfo) error {
+	args := []any{domain.AccountStream("")}
+	if account != nil {
+		args = append(args, account.head.No, account.account)
+	}
+	rows, err := tx.Query(ctx, onceSQL(account != nil), args...)
+	if err != nil {
+		return err
+	}
+	listed := map[string]int{}
+	var kind string
+	var fields []*string
+	_, err = pgx.ForEachRow(rows, []any{&kind, &fields}, func() error {
+		if listed[kind]++; listed[kind] > onceDiffs {
+			return nil
+		}
+		f := make([]string, len(fields))
+		for i, p := range fields {
+			if f[i] = "none"; p != nil {
+				f[i] = *p
+			}
+		}
+		a.differ("%s", onceDiff(kind, f))
+		return nil
+	})
+	for kind, n := range listed {
+		if n > onceDiffs {
+			a.differ("%s: %d more like it", onceDiff(kind, nil), n-onceDiffs)
+		}
+	}
+	return err
+}
+
+// onceDiff words a row of onceSQL; with no fields, the kind alone.
+func onceDiff(kind string, f []string) string {
+	if f == nil {
+		return "payments and bonuses: " + kind
+	}
+	owner := func(stream string) string {
+		if id := domain.AccountOfStream(stream); id != "" {
+			return "account " + id
+		}
+		return "stream " + stream
+	}
+	switch kind {
+	case "payment twice":
+		return fmt.Sprintf("payment %q: credited %s times (%s), but a payment is counted once", f[0], f[1], f[2])
+	case "payment without row":
+		return fmt.Sprintf("%s: payment %q (%s) has no purchases row, so the same payment_ref would be credited again", owner(f[2]), f[0], f[1])
+	case "row without payment":
+		return fmt.Sprintf("account %s: purchases row %q (%s credits, %s cents) has no CreditsPurchased fact", f[6], f[0], f[7], f[8])
+	case "payment row differs":
+		return fmt.Sprintf("%s: payment %q (%s) credits %s for %s cents, balance after %s; its purchases row says account %s, %s credits for %s cents, balance after %s",
+			owner(f[2]), f[0], f[1], f[3], f[4], f[5], f[6], f[7], f[8], f[9])
+	case "archived payments":
+		s := fmt.Sprintf("account %s: its history archived up to v%s holds %s purchases (%s credits, %s cents), but %s purchases rows (%s credits, %s cents) have no CreditsPurchased fact in the store",
+			f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7])
+		if f[8] == "true" {
+			s += ", some recorded after its archived history ends"
+		}
+		return s
+	case "bonus twice":
+		return fmt.Sprintf("%s: outage %q credited %s times (%s), but a bonus is granted once per outage and account", owner(f[0]), f[1], f[2], f[3])
+	case "bonus without grant":
+		return fmt.Sprintf("%s: BonusGranted of outage %q (%s), which bonus_grants does not hold", owner(f[0]), f[1], f[3])
+	case "bonus credits differ":
+		return fmt.Sprintf("%s: BonusGranted of outage %q (%s) credits %s, its grant %s", owner(f[0]), f[1], f[3], creditRange(f[4], f[5]), f[6])
+	case "grant accounts":
+		return fmt.Sprintf("bonus grant %q: credited %s accounts, but the store holds %s BonusGranted facts of it", f[0], f[1], f[2])
+	}
+	return kind + ": " + strings.Join(f, ", ")
+}
+
+func creditRange(lo, hi string) string {
+	if lo == hi {
+		return lo
+	}
+	return lo + " to " + hi
+}
