@@ -35,7 +35,8 @@ func TownStream(slug string) string        { return "town-" + slug }
 func PlaceStream(placeID string) string    { return "place-" + placeID }
 func CalendarEventStream(id string) string { return "event-" + id }
 
-// Limits of one import batch.
+// Limits of one import batch: one POST /admin/catalog/import body, or one file of kyapi
+// import (whose files are one transaction, with no limit on their number).
 const (
 	MaxImportRecords = 200_000
 	MaxImportLine    = 1 << 20 // bytes, without the line break
@@ -193,23 +194,32 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 			break // a read error (e.g. the body limit) ends the batch; reported below
 		}
 		line++
-		text := bytes.TrimSpace(sc.Bytes())
+		raw := sc.Bytes()
+		if line == 1 {
+			// A UTF-8 byte order mark, which Windows tools write, may start the input (RFC
+			// 8259 §8.1 lets a parser ignore it); it is not part of the first line.
+			raw = bytes.TrimPrefix(raw, utf8BOM)
+		}
+		text := bytes.TrimSpace(raw)
 		if len(text) == 0 {
 			continue
 		}
+		if bytes.HasPrefix(text, utf8BOM) {
+			return Catalog{}, &ImportError{Line: line, Message: "line starts with a byte order mark (U+FEFF), allowed only at the start of the input"}
+		}
 		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line.
-		if bytes.IndexByte(text, 0) >= 0 || bytes.Contains(text, []byte(`\u0000`)) {
+		if hasNUL(text) {
 			return Catalog{}, &ImportError{Line: line, Message: "NUL characters (\\u0000) are not allowed"}
 		}
 		if err := CheckJSONText(text); err != nil {
 			return Catalog{}, &ImportError{Line: line, Message: err.Error()}
 		}
-		if len(sc.Bytes()) > MaxImportLine {
+		if len(raw) > MaxImportLine {
 			return Catalog{}, &ImportError{Line: line, Message: "line is longer than 1 MiB"}
 		}
 		records++
 		if records > MaxImportRecords {
-			return Catalog{}, &ImportError{Line: line, Message: fmt.Sprintf("batch has more than %d records", MaxImportRecords)}
+			return Catalog{}, &ImportError{Line: line, Message: fmt.Sprintf("more than %d records: an import request, or one file of kyapi import, holds at most %[1]d; split it", MaxImportRecords)}
 		}
 		kind, obj, ferr := catalogSplitLine(text)
 		if ferr == nil {
@@ -242,6 +252,33 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 		return Catalog{}, fmt.Errorf("catalog: read: %w", err)
 	}
 	return c, nil
+}
+
+// utf8BOM is U+FEFF in UTF-8, the byte order mark.
+var utf8BOM = []byte("\xEF\xBB\xBF")
+
+// hasNUL reports whether the JSON text b holds a NUL character: the byte itself, or a
+// \u0000 escape in a string. An escaped backslash followed by "u0000" (`\\u0000` in the
+// text) is a backslash and five characters, not a NUL.
+func hasNUL(b []byte) bool {
+	if bytes.IndexByte(b, 0) >= 0 {
+		return true
+	}
+	inString := false
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(b):
+			if r, ok := hex4(b, i+2); ok && b[i+1] == 'u' && r == 0 {
+				return true
+			}
+			i++ // the escaped character (for \u, its digits are plain characters)
+		}
+	}
+	return false
 }
 
 // catalogPut keeps the first position of an id and the last value: a repeated id in one

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"flag"
 	"fmt"
 	"time"
 
@@ -17,12 +16,15 @@ import (
 // runArchive moves the event partitions wholly below a position to a file and drops them
 // (archive.Archive), or lists the partitions and archives (-list).
 func runArchive(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("archive", flag.ContinueOnError)
+	fs := newFlags("archive", "-before POSITION -o FILE | kyapi archive -list")
 	before := fs.Int64("before", 0, "archive every partition whose positions all lie below this one")
 	out := fs.String("o", "", "the archive file to create (never overwritten)")
 	list := fs.Bool("list", false, "list the partitions and the archived ranges, change nothing")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if !*list && (*before <= 0 || *out == "") {
+		return usageError(fs, "give -before POSITION (above 0) and -o FILE, or -list")
 	}
 	_, pool, err := connect(ctx)
 	if err != nil {
@@ -31,9 +33,6 @@ func runArchive(ctx context.Context, args []string) error {
 	defer pool.Close()
 	if *list {
 		return listArchives(ctx, pool)
-	}
-	if *before <= 0 || *out == "" {
-		return fmt.Errorf("usage: kyapi archive -before POSITION -o FILE (or kyapi archive -list)")
 	}
 	var names []string
 	for _, a := range projections.SQLAppliers(time.Now) {
@@ -77,8 +76,13 @@ func listArchives(ctx context.Context, pool *pgxpool.Pool) error {
 
 // runRestore checks an archive file and attaches its range again (archive.Restore).
 func runRestore(ctx context.Context, args []string) error {
+	fs := newFlags("restore", "FILE")
+	args, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) != 1 {
-		return fmt.Errorf("usage: kyapi restore FILE")
+		return usageError(fs, "give one archive file")
 	}
 	_, pool, err := connect(ctx)
 	if err != nil {

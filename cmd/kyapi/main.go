@@ -4,12 +4,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,6 +34,9 @@ commands:
               kyapi digest -new-key FILE makes a signing key
   archive     move the event partitions below a position to a file: kyapi archive -before POSITION -o FILE (-list)
   restore     check an archive file and put its events back: kyapi restore FILE
+
+Flags go before any other argument. kyapi COMMAND -h shows a command's flags.
+Configuration comes from the environment (README.md, "Configuration").
 `
 
 func main() {
@@ -41,13 +46,19 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The first SIGINT or SIGTERM asks the command to stop (serve shuts down gracefully); then
+	// the signals' default action is back, so a second one ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	cmd, args := os.Args[1], os.Args[2:]
 	var err error
 	switch cmd {
 	case "serve":
 		err = runServe(ctx, args)
 	case "migrate":
-		err = runMigrate(ctx)
+		err = runMigrate(ctx, args)
 	case "import":
 		err = runImport(ctx, args)
 	case "demo-data":
@@ -94,7 +105,10 @@ func connect(ctx context.Context) (app.Config, *pgxpool.Pool, error) {
 	return cfg, pool, err
 }
 
-func runMigrate(ctx context.Context) error {
+func runMigrate(ctx context.Context, args []string) error {
+	if err := parseFlags(newFlags("migrate", ""), args); err != nil {
+		return err
+	}
 	cfg, err := app.LoadConfig()
 	if err != nil {
 		return err
@@ -114,10 +128,79 @@ func runMigrate(ctx context.Context) error {
 	return err
 }
 
+// newFlags is the flag set of a command; its usage (-h) shows synopsis and the flags.
+func newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), strings.TrimSpace("usage: kyapi "+name+" "+synopsis))
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses the arguments of a command that takes flags only: any other word is a
+// usage error. (Go's flag package stops at the first word that is not a flag, so without
+// this check `kyapi serve extra -read=false` would quietly drop -read=false.)
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		return exitCode(2)
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageError(fs, "unexpected argument %q: kyapi %s takes no arguments besides its flags", rest[0], fs.Name())
 	}
 	return nil
+}
+
+// parseArgs parses the flags of a command that takes positional arguments and returns
+// those. A word that looks like a flag after them would not be read as one, so it is a
+// usage error: flags go first (after "--", every word is an argument).
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	rest, err := parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+		return rest, nil
+	}
+	for _, a := range rest {
+		if len(a) > 1 && a[0] == '-' {
+			return nil, usageError(fs, "%q after the arguments is not read as a flag: put flags before the arguments (or a file named so after --)", a)
+		}
+	}
+	return rest, nil
+}
+
+// parse parses fs's flags from args and returns the words after them. -h prints the usage
+// on standard output and ends the process with status 0; a mistake, status 2.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	// The flag package writes its message and the usage before Parse returns; they go to
+	// standard output for -h and to standard error for a mistake.
+	var out bytes.Buffer
+	fs.SetOutput(&out)
+	err := fs.Parse(args)
+	fs.SetOutput(os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		_, _ = os.Stdout.Write(out.Bytes())
+		return nil, exitCode(0)
+	}
+	if err != nil {
+		_, _ = os.Stderr.Write(out.Bytes())
+		return nil, exitCode(2)
+	}
+	return fs.Args(), nil
+}
+
+// usageError prints a usage mistake and the command's usage on standard error and ends the
+// process with status 2, as the flag package's own errors do.
+func usageError(fs *flag.FlagSet, format string, args ...any) error {
+	fmt.Fprintf(os.Stderr, "kyapi %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	fs.SetOutput(os.Stderr)
+	fs.Usage()
+	return exitCode(2)
 }

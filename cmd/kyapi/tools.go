@@ -7,7 +7,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,14 +16,21 @@ import (
 
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/projections"
 )
 
 func runImport(ctx context.Context, args []string) error {
+	fs := newFlags("import", "FILE...   (NDJSON, docs/api.md \"Catalog import\"; - reads standard input)")
+	args, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
-		return fmt.Errorf("usage: kyapi import FILE... (NDJSON, docs/api.md, Catalog import; - reads standard input)")
+		return usageError(fs, "name at least one file")
 	}
 	_, pool, err := connect(ctx)
 	if err != nil {
@@ -73,10 +79,13 @@ func runImport(ctx context.Context, args []string) error {
 // rebuilds this process's place index (DATA_DIR or Elasticsearch) into a new generation.
 // Run it with the servers stopped, or expect them to serve partial read models meanwhile.
 func runRebuild(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("rebuild", flag.ContinueOnError)
-	batch := fs.Int("batch", 10000, "events per transaction")
+	fs := newFlags("rebuild", "[-batch N]")
+	batch := fs.Int("batch", 10000, "events per transaction (at least 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *batch < 1 {
+		return usageError(fs, "-batch must be at least 1, got %d", *batch)
 	}
 	cfg, pool, err := connect(ctx)
 	if err != nil {
@@ -101,6 +110,13 @@ func runRebuild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// The place index is opened before anything is rebuilt: when another process holds this
+	// DATA_DIR, rebuild stops here, having changed nothing.
+	index, err := app.OpenIndex(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("place index: %w; nothing was rebuilt", err)
+	}
+	defer index.Close()
 	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		start := time.Now()
@@ -109,11 +125,6 @@ func runRebuild(ctx context.Context, args []string) error {
 		}
 		finishBar(p.Name(), total, start)
 	}
-	index, err := app.OpenIndex(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer index.Close()
 	start := time.Now()
 	pi := projections.PlaceIndex{Pool: pool, Index: index}
 	if _, err := pi.Rebuild(ctx, *batch, progressBar(pi.Name(), head)); err != nil {
@@ -152,7 +163,7 @@ func finishBar(name string, n int64, start time.Time) {
 // runAudit brings the shared read models up to the store head, then audits the store
 // (audit.Run): every chain, every account's fold, the write model and the read models.
 func runAudit(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
+	fs := newFlags("audit", "[-account ID] [-from POS] [-to POS] [-workers N] [-digest FILE [-public-key HEX]]")
 	account := fs.String("account", "", "audit this account only")
 	from := fs.Int64("from", 0, "audit only events at or after this position")
 	to := fs.Int64("to", 0, "audit only events at or before this position (0: the newest)")
@@ -247,7 +258,7 @@ func readDigest(path, publicKey string) (audit.Digest, error) {
 // runDigest takes a signed digest of the store (audit.TakeDigest), saves it for GET
 // /admin/digest and writes it to -o; -new-key makes a signing key instead.
 func runDigest(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("digest", flag.ContinueOnError)
+	fs := newFlags("digest", "-o FILE | kyapi digest -new-key FILE")
 	out := fs.String("o", "", "write the digest to this file (- for standard output)")
 	newKey := fs.String("new-key", "", "make a signing key in this file and print its public key")
 	if err := parseFlags(fs, args); err != nil {
@@ -262,7 +273,7 @@ func runDigest(ctx context.Context, args []string) error {
 		return nil
 	}
 	if *out == "" {
-		return fmt.Errorf("usage: kyapi digest -o FILE | kyapi digest -new-key FILE")
+		return usageError(fs, "give -o FILE (or -new-key FILE)")
 	}
 	cfg, err := app.LoadConfig()
 	if err != nil {
@@ -326,10 +337,14 @@ const (
 )
 
 func runDemoData(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo-data", flag.ContinueOnError)
-	places := fs.Int("places", 20000, "number of places")
+	fs := newFlags("demo-data", "[-places N]")
+	places := fs.Int("places", demodata.DefaultPlaces, "number of places (at least 1)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	// The demo catalog is imported as one batch, towns and events included.
+	if most := domain.MaxImportRecords - len(demodata.Towns()) - demodata.EventCount; *places < 1 || *places > most {
+		return usageError(fs, "-places must be from 1 to %d (the demo catalog is one import batch), got %d", most, *places)
 	}
 	cfg, pool, err := connect(ctx)
 	if err != nil {

@@ -91,13 +91,46 @@ func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// indexLockTimeout is how long OpenIndex waits for another process to let go of the
+// embedded index of the same DATA_DIR.
+var indexLockTimeout = bleveindex.DefaultLockTimeout
+
 // OpenIndex opens the place index: Elasticsearch when ELASTICSEARCH_URL is set, otherwise the
 // embedded index under DATA_DIR.
 func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 	if cfg.ElasticsearchURL != "" {
 		return elasticindex.Open(ctx, cfg.ElasticsearchURL, "kyapi-places")
 	}
-	return bleveindex.Open(filepath.Join(cfg.DataDir, "placeindex"))
+	// Opening waits for the index's file lock (at most indexLockTimeout) and then loads its
+	// documents into memory; the end of ctx (a signal) ends the wait.
+	type opened struct {
+		index *bleveindex.Index
+		err   error
+	}
+	dir, timeout := filepath.Join(cfg.DataDir, "placeindex"), indexLockTimeout
+	done := make(chan opened, 1)
+	go func() {
+		x, err := bleveindex.OpenWaiting(dir, timeout)
+		done <- opened{x, err}
+	}()
+	select {
+	case o := <-done:
+		if errors.Is(o.err, bleveindex.ErrInUse) {
+			return nil, fmt.Errorf("DATA_DIR %s is in use by another kyapi process (its place index %s stays locked): "+
+				"each process needs its own DATA_DIR; stop the other process or give this one another DATA_DIR", cfg.DataDir, dir)
+		}
+		if o.err != nil {
+			return nil, o.err
+		}
+		return o.index, nil
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.err == nil {
+				o.index.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // Options choose what a process serves.

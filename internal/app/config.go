@@ -2,9 +2,12 @@ package app
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/sirupsen/logrus"
 )
 
 // Config is read once, from the environment, at start (README, "Configuration").
@@ -39,7 +42,7 @@ func LoadConfig() (Config, error) {
 		ElasticsearchURL: os.Getenv("ELASTICSEARCH_URL"),
 		RedisURL:         os.Getenv("REDIS_URL"),
 		DataDir:          envOr("DATA_DIR", "./data"),
-		CanonicalBaseURL: strings.TrimRight(envOr("CANONICAL_BASE_URL", "http://localhost:8080"), "/"),
+		CanonicalBaseURL: envOr("CANONICAL_BASE_URL", "http://localhost:8080"),
 		LogLevel:         envOr("LOG_LEVEL", "info"),
 		TLSCertFile:      os.Getenv("TLS_CERT_FILE"),
 		TLSKeyFile:       os.Getenv("TLS_KEY_FILE"),
@@ -54,10 +57,42 @@ func LoadConfig() (Config, error) {
 		return c, fmt.Errorf("RATE_LIMIT_PER_MINUTE must be a positive integer, got %q", rl)
 	}
 	c.RateLimit = n
+	if c.CanonicalBaseURL, err = canonicalBaseURL(c.CanonicalBaseURL); err != nil {
+		return c, err
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		return c, fmt.Errorf("LOG_LEVEL must be one of %s, got %q", strings.Join(LogLevels, ", "), c.LogLevel)
+	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return c, fmt.Errorf("TLS_CERT_FILE and TLS_KEY_FILE must be set together")
 	}
 	return c, nil
+}
+
+// LogLevels are the names LOG_LEVEL takes (logrus's, in any case; "warning" is "warn").
+var LogLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic"}
+
+// canonicalBaseURL checks CANONICAL_BASE_URL: an absolute http or https URL with a host,
+// optionally a path, and nothing else. Trailing slashes are dropped, so that
+// {base}/places/{id} never holds "//".
+func canonicalBaseURL(v string) (string, error) {
+	u, err := url.Parse(v)
+	bad := func(why string) (string, error) {
+		return "", fmt.Errorf("CANONICAL_BASE_URL must be an absolute http or https URL such as https://api.example.com (%s), got %q", why, v)
+	}
+	switch {
+	case err != nil:
+		return bad("it does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("it needs the scheme http:// or https://")
+	case u.Host == "" || u.Hostname() == "":
+		return bad("it names no host")
+	case u.User != nil:
+		return bad("it must not hold a user name or password")
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(v, "?#"):
+		return bad("it must not hold a query or a fragment")
+	}
+	return strings.TrimRight(v, "/"), nil
 }
 
 func envOr(name, def string) string {

@@ -16,15 +16,25 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/search/query"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("bleveindex: index is closed")
+
+// ErrInUse is returned by Open when another process holds the index: a generation's files
+// are locked by the process that has them open (bolt's file lock), and Open waits a while
+// for the lock (DefaultLockTimeout), not for ever.
+var ErrInUse = errors.New("bleveindex: the index is in use by another process")
+
+// DefaultLockTimeout is how long Open waits for another process to let go of the index.
+const DefaultLockTimeout = 3 * time.Second
 
 const (
 	currentFile = "CURRENT"
@@ -66,7 +76,11 @@ type generation struct {
 
 // Open opens the place index stored under dir, creating an empty one when dir
 // holds none. Generations left over from an interrupted Rebuild are removed.
-func Open(dir string) (*Index, error) {
+func Open(dir string) (*Index, error) { return OpenWaiting(dir, DefaultLockTimeout) }
+
+// OpenWaiting is Open, waiting at most lockTimeout for another process to let go of the
+// index; past it, the error is ErrInUse. A lockTimeout of 0 waits for ever.
+func OpenWaiting(dir string, lockTimeout time.Duration) (*Index, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bleveindex: %w", err)
 	}
@@ -87,7 +101,17 @@ func Open(dir string) (*Index, error) {
 			g.close()
 			return nil, err
 		}
-	} else if g, err = openGeneration(dir, name); err != nil {
+	} else if g, err = openGeneration(dir, name, lockTimeout); err != nil {
+		return nil, err
+	}
+	// A process rebuilding the index commits its new generation (CURRENT) before it lets go
+	// of the old one: the old one, unlocked, is no longer the index, and the other
+	// generations must not be removed as leftovers.
+	if now, err := readCurrent(dir); err != nil || now != name {
+		g.close()
+		if err == nil {
+			err = fmt.Errorf("%w (it was rebuilt while this one opened)", ErrInUse)
+		}
 		return nil, err
 	}
 	if err := removeOtherGenerations(dir, name); err != nil {
@@ -244,8 +268,11 @@ func createGeneration(dir, name string) (*generation, error) {
 	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}, nil
 }
 
-func openGeneration(dir, name string) (*generation, error) {
-	b, err := bleve.Open(filepath.Join(dir, name))
+func openGeneration(dir, name string, lockTimeout time.Duration) (*generation, error) {
+	b, err := bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, name, lockTimeout)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: opening %s: %w", name, err)
 	}

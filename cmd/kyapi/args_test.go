@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// Go's flag package stops at the first word that is not a flag, and what follows is left
+// to the command: a command that takes only flags must refuse such a word (a usage error,
+// exit status 2, naming it) rather than run without the flags after it. `kyapi migrate
+// --dry-run` must not apply migrations, `kyapi audit extra -account X` must not audit
+// everything.
+func TestEveryCommandRefusesAStrayArgument(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	digestFile := filepath.Join(t.TempDir(), "d.json")
+	for _, args := range [][]string{
+		{"migrate", "--dry-run"},
+		{"migrate", "extra"},
+		{"audit", "extra"},
+		{"audit", "extra", "-account", "acc_nope"},
+		{"rebuild", "extra"},
+		{"rebuild", "-batch", "100", "extra"},
+		{"demo-data", "-places", "3", "extra"},
+		{"digest", "-o", digestFile, "extra"},
+		{"archive", "-list", "extra"},
+	} {
+		t.Run(strings.ReplaceAll(strings.Join(args, " "), digestFile, "FILE"), func(t *testing.T) {
+			out, code, ended := runKyapi(t, map[string]string{"DATABASE_URL": dbURL}, 60*time.Second, args...)
+			if !ended {
+				t.Fatalf("kyapi %s did not end\n%s", strings.Join(args, " "), out)
+			}
+			stray := strings.TrimLeft(args[len(args)-1], "-") // the flag package names -dry-run
+			if args[1] == "extra" {
+				stray = "extra"
+			}
+			if code != 2 || !strings.Contains(out, stray) {
+				t.Fatalf("kyapi %s: exit %d; want a usage error (exit 2) naming %s\n%s", strings.Join(args, " "), code, stray, out)
+			}
+		})
+	}
+}
+
+// `kyapi serve extra -read=false -admin=false` must not serve the APIs the operator turned off.
+func TestServeRefusesAStrayArgumentBeforeItsFlags(t *testing.T) {
+	serveRefuses(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, []string{"extra", "-read=false", "-admin=false"}, `"extra"`)
+}
+
+// `kyapi serve -read=false -admin=false -projections=false` has nothing to run: it says so
+// rather than sit there serving nothing.
+func TestServeRefusesToServeNothing(t *testing.T) {
+	serveRefuses(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, []string{"-read=false", "-admin=false", "-projections=false"},
+		"nothing to serve")
+}
+
+// A command that takes arguments (import's files, restore's file) keeps them, but a word
+// that looks like a flag after them would not be read as one: it is refused, saying to put
+// flags first. After "--" every word is a file.
+func TestImportRefusesAFlagAfterItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.ndjson")
+	if err := os.WriteFile(file, []byte(`{"record":"town","slug":"berea","name":"Berea"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dbURL := pgtest.NewDatabase(t)
+	for _, args := range [][]string{{"import", file, "-x"}, {"restore", file, "-h"}} {
+		out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": dbURL}, 60*time.Second, args...)
+		if code != 2 || !strings.Contains(out, `"`+args[2]+`"`) || !strings.Contains(out, "flags before") {
+			t.Fatalf("kyapi %s: exit %d; want a usage error (exit 2) saying to put flags before the files\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	dashed := filepath.Join(dir, "-dashed.ndjson")
+	if err := os.WriteFile(dashed, []byte(`{"record":"town","slug":"corbin","name":"Corbin"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DATABASE_URL", dbURL)
+	t.Chdir(dir)
+	if err := runImport(context.Background(), []string{"--", "c.ndjson", "-dashed.ndjson"}); err != nil {
+		t.Fatalf("kyapi import -- c.ndjson -dashed.ndjson: %v", err)
+	}
+}
+
+// -h (or -help) after a command prints its usage on standard output and exits 0.
+func TestACommandsHelpFlagPrintsItsUsageAndExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"import", "-help"}, {"migrate", "-h"}, {"rebuild", "-h"}, {"restore", "-h"}} {
+		cmd := exec.Command(kyapiBinary(t), args...)
+		cmd.Env = kyapiEnv(t, nil)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil || !strings.HasPrefix(string(out), "usage: kyapi "+args[0]) {
+			t.Fatalf("kyapi %s: %v; standard output:\n%s\nstandard error:\n%s", strings.Join(args, " "), err, out, stderr.String())
+		}
+	}
+}
+
+// `kyapi demo-data -places 0` used to mean the default 20,000; a count below 1 (or more than
+// one import batch holds) is a usage error, before anything is loaded.
+func TestDemoDataRefusesAPlaceCountOutsideItsRange(t *testing.T) {
+	for _, n := range []string{"0", "-5", "199990"} {
+		out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": "postgres://nobody@127.0.0.1:1/none"}, 60*time.Second,
+			"demo-data", "-places", n)
+		if code != 2 || !strings.Contains(out, "-places must be") {
+			t.Fatalf("kyapi demo-data -places %s: exit %d; want a usage error about -places\n%s", n, code, out)
+		}
+	}
+}

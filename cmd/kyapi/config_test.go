@@ -1,0 +1,88 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/kyapi/kyapi/internal/app"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// The defaults of decisions §10 and §5, and a bad RATE_LIMIT_PER_MINUTE named.
+func TestConfigDefaults(t *testing.T) {
+	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR", "RATE_LIMIT_PER_MINUTE", "ELASTICSEARCH_URL", "CANONICAL_BASE_URL", "LOG_LEVEL"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	cfg, err := app.LoadConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReadAddr != ":8080" || cfg.AdminAddr != "127.0.0.1:8081" || cfg.RateLimit != 60 || cfg.ElasticsearchURL != "" ||
+		cfg.CanonicalBaseURL != "http://localhost:8080" || cfg.LogLevel != "info" {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+	t.Setenv("RATE_LIMIT_PER_MINUTE", "sixty")
+	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_MINUTE") {
+		t.Fatalf("RATE_LIMIT_PER_MINUTE=sixty: %v; want an error naming it", err)
+	}
+}
+
+// CANONICAL_BASE_URL must be an absolute http or https URL with a host: without a scheme
+// every canonical_url served would be "api.example.com/places/{id}", not a URI. Trailing
+// slashes are dropped, so that {base}/places/{id} holds no "//".
+func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for value, want := range map[string]string{
+		"https://api.example.com":         "https://api.example.com",
+		"https://api.example.com/":        "https://api.example.com",
+		"http://localhost:8080":           "http://localhost:8080",
+		"https://example.com/kyapi//":     "https://example.com/kyapi",
+		"HTTPS://API.EXAMPLE.COM":         "HTTPS://API.EXAMPLE.COM",
+		"api.example.com":                 "",
+		"//api.example.com":               "",
+		"ftp://api.example.com":           "",
+		"https://":                        "",
+		"https:///places":                 "",
+		"http://:8080":                    "",
+		"https://user:pw@api.example.com": "",
+		"https://api.example.com/?x=1":    "",
+		"https://api.example.com/#top":    "",
+		" https://api.example.com":        "",
+	} {
+		t.Setenv("CANONICAL_BASE_URL", value)
+		cfg, err := app.LoadConfig()
+		switch {
+		case want == "" && (err == nil || !strings.Contains(err.Error(), "CANONICAL_BASE_URL")):
+			t.Errorf("CANONICAL_BASE_URL=%q: %v (base %q); want an error naming the variable", value, err, cfg.CanonicalBaseURL)
+		case want != "" && (err != nil || cfg.CanonicalBaseURL != want):
+			t.Errorf("CANONICAL_BASE_URL=%q: %v, base %q; want %q", value, err, cfg.CanonicalBaseURL, want)
+		}
+	}
+}
+
+// LOG_LEVEL must name a level; an unknown name is an error listing the accepted ones, not
+// a silent info.
+func TestLogLevelMustBeALevel(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for _, ok := range []string{"trace", "debug", "info", "warn", "warning", "error", "fatal", "panic", "DEBUG"} {
+		t.Setenv("LOG_LEVEL", ok)
+		if _, err := app.LoadConfig(); err != nil {
+			t.Errorf("LOG_LEVEL=%s: %v", ok, err)
+		}
+	}
+	t.Setenv("LOG_LEVEL", "verbose")
+	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "LOG_LEVEL") || !strings.Contains(err.Error(), "debug") {
+		t.Fatalf("LOG_LEVEL=verbose: %v; want an error naming LOG_LEVEL and the levels", err)
+	}
+}
+
+// Through the binary: serve refuses to start on either, naming the variable.
+func TestServeRefusesABadLogLevelOrCanonicalBaseURL(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	for name, value := range map[string]string{"LOG_LEVEL": "verbose", "CANONICAL_BASE_URL": "api.example.com"} {
+		t.Run(name, func(t *testing.T) {
+			serveRefuses(t, map[string]string{"DATABASE_URL": dbURL, name: value}, nil, name)
+		})
+	}
+}

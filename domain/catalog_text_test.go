@@ -1,0 +1,69 @@
+package domain_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kyapi/kyapi/domain"
+)
+
+// A NUL character is refused wherever it is, as a byte or as a \u0000 escape in a string;
+// an escaped backslash followed by "u0000" is text, not a NUL, whatever backslashes come
+// before it: only an odd run of backslashes before u0000 makes an escape.
+func TestANULIsRefusedButABackslashBeforeU0000IsText(t *testing.T) {
+	const pre = `{"record":"place","place_id":"p1","name":"Byte Cafe","category":"food.cafe","description":"`
+	for _, c := range []struct {
+		desc   string // the JSON text between the description's quotes
+		nul    bool
+		stored string // the description as decoded, when accepted
+	}{
+		{desc: `C strings end with \u0000`, nul: true},
+		{desc: `three backslashes: \\\u0000`, nul: true},
+		{desc: `five backslashes: \\\\\u0000`, nul: true},
+		{desc: "a raw \x00 byte", nul: true},
+		{desc: `C strings end with \\u0000, our coffee never does`, stored: `C strings end with \u0000, our coffee never does`},
+		{desc: `four backslashes: \\\\u0000`, stored: `four backslashes: \\u0000`},
+		{desc: `\"\\u0000\"`, stored: `"\u0000"`},
+		{desc: `\u0001 is not NUL`, stored: "\x01 is not NUL"},
+	} {
+		line := pre + c.desc + `"}`
+		cat, err := domain.ParseCatalog(strings.NewReader(line + "\n"))
+		if c.nul {
+			var ie *domain.ImportError
+			if !errors.As(err, &ie) || ie.Line != 1 || !strings.Contains(ie.Message, "NUL") {
+				t.Errorf("%s: got %v; want line 1 refused for its NUL", line, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v; there is no NUL in it", line, err)
+			continue
+		}
+		if got := *cat.Places[0].Description; got != c.stored {
+			t.Errorf("%s: description %q, want %q", line, got, c.stored)
+		}
+	}
+	// A NUL in a field name is refused too, though the field is unknown.
+	if _, err := domain.ParseCatalog(strings.NewReader(`{"record":"town","slug":"a","name":"A","x\u0000":1}` + "\n")); err == nil {
+		t.Error(`a field named "x\u0000" was accepted`)
+	}
+}
+
+// A UTF-8 byte order mark may start the input (a file saved by a Windows tool, an Excel
+// export): it is skipped. Anywhere else it is refused, with a message that says what it is.
+func TestAByteOrderMarkMayStartTheInput(t *testing.T) {
+	const bom = "\ufeff"
+	town := `{"record":"town","slug":"berea","name":"Berea"}`
+	for _, text := range []string{bom + town + "\n", bom + "\n" + town + "\n", bom + "  " + town} {
+		cat, err := domain.ParseCatalog(strings.NewReader(text))
+		if err != nil || len(cat.Towns) != 1 || cat.Towns[0].Slug != "berea" {
+			t.Errorf("%q: %v, %d towns; want the town, the byte order mark skipped", text, err, len(cat.Towns))
+		}
+	}
+	_, err := domain.ParseCatalog(strings.NewReader(town + "\n" + bom + town + "\n"))
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Line != 2 || !strings.Contains(ie.Message, "byte order mark") {
+		t.Fatalf("a byte order mark starting line 2: %v; want line 2 refused, naming the byte order mark", err)
+	}
+}
