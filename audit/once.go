@@ -100,15 +100,24 @@ WHERE coalesce(c.n, 0) > g.accounts OR coalesce(c.n, 0) < g.accounts AND NOT EXI
 const onceDiffs = 100
 
 // countedOnce reports what onceSQL finds: in the whole store, or (account) in one account.
+//
+// It runs beside the audit's workers, which keep both cores busy: PostgreSQL is kept from
+// running it in parallel workers of its own (a whole-store scan of the events in three
+// processes, on a benchmark store of 11M events, took 6 s of CPU from the workers for 2 s it
+// saves), for this query only.
 func (a *auditor) countedOnce(ctx context.Context, tx pgx.Tx, account *streamInfo) error {
 	args := []any{domain.AccountStream("")}
 	if account != nil {
 		args = append(args, account.head.No, account.account)
 	}
+	if _, err := tx.Exec(ctx, `SET LOCAL max_parallel_workers_per_gather = 0`); err != nil {
+		return err
+	}
 	rows, err := tx.Query(ctx, onceSQL(account != nil), args...)
 	if err != nil {
 		return err
 	}
+	defer func() { _, _ = tx.Exec(context.WithoutCancel(ctx), `RESET max_parallel_workers_per_gather`) }()
 	listed := map[string]int{}
 	var kind string
 	var fields []*string
