@@ -121,7 +121,10 @@ func (k *keyTrack) keyFact(e *eventstore.Event, prevAt time.Time) error {
 		}
 		ev.keyID, ev.keyNo, ev.keyHash, ev.rotated = p.KeyID, p.KeyNo, p.KeyHash, p.RotatedKeyID
 		if p.GraceUntil != nil {
-			g := p.GraceUntil.UTC()
+			// At PostgreSQL's precision, as the api_keys row holds it and the server compares
+			// it: facts recorded before commands cut their clock to microseconds carry
+			// nanoseconds.
+			g := p.GraceUntil.UTC().Truncate(time.Microsecond)
 			ev.graceUntil = &g
 		}
 	case domain.EventKeyRevoked:

@@ -180,7 +180,7 @@ func (e *ImportError) Error() string {
 // problem as *ImportError.
 func ParseCatalog(r io.Reader) (Catalog, error) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), MaxImportLine+1)
+	sc.Buffer(make([]byte, 0, 64*1024), MaxImportLine+1+len(utf8BOM)) // the first line may carry a byte order mark
 	var (
 		c       Catalog
 		towns   = map[string]int{}

@@ -164,13 +164,12 @@ type cellBounds struct {
 }
 
 func boundsOf(center placeindex.GeoPoint, row, col int, pts []point) cellBounds {
+	const rad = math.Pi / 180
 	lat0, lng0 := float64(row)*cellDeg-90, float64(col)*cellDeg-180
 	lat1, lng1 := lat0+cellDeg, lng0+cellDeg
 	at := func(lat, lng float64) float64 {
 		return placeindex.DistanceKm(center, placeindex.GeoPoint{Lat: lat, Lng: lng})
 	}
-	// The nearest point of a small lat/lng rectangle is the center clamped into it, up to a
-	// second-order difference (metres at a few hundred km), and the farthest is a corner.
 	// lng is compared unwrapped: the center is brought within half a turn of the cell.
 	lng := center.Lng
 	for lng < lng0-180 {
@@ -179,7 +178,28 @@ func boundsOf(center placeindex.GeoPoint, row, col int, pts []point) cellBounds 
 	for lng > lng1+180 {
 		lng -= 360
 	}
-	minKm := at(min(max(center.Lat, lat0), lat1), min(max(lng, lng0), lng1))
+	// The nearest point of the cell: with the center's longitude inside the cell's, on the
+	// center's meridian (a parallel's nearest point to it is at its longitude). Otherwise on the
+	// cell's meridian edge nearer in longitude (any point of the cell has one on that edge, at
+	// its latitude, no farther), where the nearest point of a whole meridian lies at
+	// atan(tan(lat) / cos(dlng)) — poleward of the center's latitude, by a cell and more near
+	// the poles — clamped to the edge, along which the distance only grows away from it. The
+	// farthest point of the cell is a corner (along a parallel the distance grows with the
+	// difference in longitude, along a meridian away from its nearest point).
+	var minKm float64
+	switch {
+	case lng >= lng0 && lng <= lng1:
+		minKm = at(min(max(center.Lat, lat0), lat1), lng)
+	default:
+		edge := lng0
+		if lng > lng1 {
+			edge = lng1
+		}
+		if d := math.Abs(edge - lng); d < 90 {
+			nearest := math.Atan2(math.Tan(center.Lat*rad), math.Cos(d*rad)) / rad
+			minKm = at(min(max(nearest, lat0), lat1), edge)
+		} // else a quarter turn away or more: 0 is a bound
+	}
 	maxKm := max(at(lat0, lng0), at(lat0, lng1), at(lat1, lng0), at(lat1, lng1))
 	const slackKm, slack = 0.05, 1e-3
 	return cellBounds{pts: pts, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
