@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -48,7 +49,8 @@ var _ placeindex.Index = (*Index)(nil)
 
 // Index is the embedded place index. It is safe for concurrent use.
 type Index struct {
-	dir string
+	dir  string
+	lock *os.File // the directory's lock (lockDir), held until Close
 
 	rebuildMu sync.Mutex // one Rebuild at a time
 
@@ -80,10 +82,22 @@ func Open(dir string) (*Index, error) { return OpenWaiting(dir, DefaultLockTimeo
 
 // OpenWaiting is Open, waiting at most lockTimeout for another process to let go of the
 // index; past it, the error is ErrInUse. A lockTimeout of 0 waits for ever.
-func OpenWaiting(dir string, lockTimeout time.Duration) (*Index, error) {
+func OpenWaiting(dir string, lockTimeout time.Duration) (x *Index, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bleveindex: %w", err)
 	}
+	// The directory's own lock, taken before anything in it is read or written: a generation's
+	// files are locked only once they exist, and two processes starting on an empty directory
+	// would otherwise both create the first one.
+	lock, err := lockDir(dir, lockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lock.Close()
+		}
+	}()
 	name, err := readCurrent(dir)
 	if err != nil {
 		return nil, err
@@ -118,7 +132,37 @@ func OpenWaiting(dir string, lockTimeout time.Duration) (*Index, error) {
 		g.close()
 		return nil, err
 	}
-	return &Index{dir: dir, cur: g}, nil
+	return &Index{dir: dir, cur: g, lock: lock}, nil
+}
+
+// lockFile is the file under an index's directory whose lock (flock) the process using the
+// index holds until Close.
+const lockFile = "LOCK"
+
+// lockDir takes dir's lock, waiting at most timeout (0: for ever) for another process to let
+// go of it; past it, the error is ErrInUse. The lock goes with the file's closing, and with
+// the process.
+func lockDir(dir string, timeout time.Duration) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("bleveindex: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("bleveindex: locking %s: %w", dir, err)
+		}
+		if timeout > 0 && time.Now().After(deadline) {
+			f.Close()
+			return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, dir, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Dir is the directory the index is stored under.
@@ -133,6 +177,10 @@ func (x *Index) Close() error {
 	}
 	err := x.cur.close()
 	x.cur = nil
+	if x.lock != nil {
+		err = errors.Join(err, x.lock.Close()) // lets another process have the directory
+		x.lock = nil
+	}
 	return err
 }
 

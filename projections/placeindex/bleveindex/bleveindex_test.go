@@ -2,8 +2,13 @@ package bleveindex_test
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
@@ -64,5 +69,35 @@ func TestNearFindsPlacesAcrossTheAntimeridianAndAtThePoles(t *testing.T) {
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("near %+v: got %v, want %v", tc.center, got, tc.want)
 		}
+	}
+}
+
+// One process at a time uses an index directory, from the moment it opens it: while another
+// holds the directory's lock (here taken by the test, as another process would), Open of an
+// empty directory waits, then answers ErrInUse and creates nothing — two processes starting
+// together on an empty DATA_DIR would otherwise both create its first generation. After the
+// other lets go, the directory opens.
+func TestOpenOfADirectoryAnotherProcessHoldsCreatesNothingAndIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	other, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if x, err := bleveindex.OpenWaiting(dir, 200*time.Millisecond); !errors.Is(err, bleveindex.ErrInUse) {
+		if x != nil {
+			x.Close()
+		}
+		t.Fatalf("Open of a directory another process holds: %v, want ErrInUse", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("the refused Open left %d entries in the directory, want only LOCK", len(entries))
+	}
+	other.Close() // lets go of the lock
+	idx := open(t, dir)
+	if err := idx.Upsert(context.Background(), []placeindex.Doc{{PlaceID: "p", Category: "x"}}, nil, "cp-1"); err != nil {
+		t.Fatal(err)
 	}
 }
