@@ -264,18 +264,9 @@ func hasNUL(b []byte) bool {
 	if bytes.IndexByte(b, 0) >= 0 {
 		return true
 	}
-	inString := false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case !inString:
-			inString = c == '"'
-		case c == '"':
-			inString = false
-		case c == '\\' && i+1 < len(b):
-			if r, ok := hex4(b, i+2); ok && b[i+1] == 'u' && r == 0 {
-				return true
-			}
-			i++ // the escaped character (for \u, its digits are plain characters)
+	for _, r := range jsonUEscapes(b) {
+		if r == 0 {
+			return true
 		}
 	}
 	return false

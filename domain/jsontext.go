@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"iter"
 	"unicode/utf8"
 )
 
@@ -17,37 +18,46 @@ func CheckJSONText(b []byte) error {
 		}
 		i += size
 	}
-	inString := false
-	for i := 0; i < len(b); i++ {
-		switch c := b[i]; {
-		case !inString:
-			inString = c == '"'
-		case c == '"':
-			inString = false
-		case c == '\\' && i+1 < len(b):
-			if b[i+1] != 'u' {
-				i++ // a one-letter escape, \" included
-				continue
+	pairedLow := -1 // where the low half of a pair read with its high half is
+	for at, r := range jsonUEscapes(b) {
+		switch {
+		case at == pairedLow:
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", at, r)
+		case r >= 0xD800 && r <= 0xDBFF:
+			if low, ok := hex4(b, at+8); !ok || b[at+6] != '\\' || b[at+7] != 'u' || low < 0xDC00 || low > 0xDFFF {
+				return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", at, r)
 			}
-			r, ok := hex4(b, i+2)
-			if !ok {
-				i++ // not an escape the decoder accepts: it reports the syntax error
-				continue
-			}
-			switch {
-			case r >= 0xDC00 && r <= 0xDFFF:
-				return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", i, r)
-			case r >= 0xD800 && r <= 0xDBFF:
-				if low, ok := hex4(b, i+8); !ok || b[i+6] != '\\' || b[i+7] != 'u' || low < 0xDC00 || low > 0xDFFF {
-					return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", i, r)
-				}
-				i += 11
-			default:
-				i += 5
-			}
+			pairedLow = at + 6
 		}
 	}
 	return nil
+}
+
+// jsonUEscapes yields the offset and value of every \uXXXX escape inside the strings of the
+// JSON text b. A backslash before anything else escapes one character; a \u without four
+// hexadecimal digits is not an escape the decoder accepts, and is left to it.
+func jsonUEscapes(b []byte) iter.Seq2[int, rune] {
+	return func(yield func(int, rune) bool) {
+		inString := false
+		for i := 0; i < len(b); i++ {
+			switch c := b[i]; {
+			case !inString:
+				inString = c == '"'
+			case c == '"':
+				inString = false
+			case c == '\\' && i+1 < len(b):
+				if r, ok := hex4(b, i+2); ok && b[i+1] == 'u' {
+					if !yield(i, r) {
+						return
+					}
+					i += 5
+					continue
+				}
+				i++ // the escaped character
+			}
+		}
+	}
 }
 
 // hex4 is the value of the four hexadecimal digits at b[at:], if there are four.
