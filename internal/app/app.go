@@ -101,36 +101,18 @@ func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 	if cfg.ElasticsearchURL != "" {
 		return elasticindex.Open(ctx, cfg.ElasticsearchURL, "kyapi-places")
 	}
-	// Opening waits for the index's file lock (at most indexLockTimeout) and then loads its
-	// documents into memory; the end of ctx (a signal) ends the wait.
-	type opened struct {
-		index *bleveindex.Index
-		err   error
+	// Opening waits for the index's file lock (at most indexLockTimeout; the end of ctx, a
+	// signal, ends the wait) and then loads its documents into memory.
+	dir := filepath.Join(cfg.DataDir, "placeindex")
+	x, err := bleveindex.OpenWaiting(ctx, dir, indexLockTimeout)
+	if errors.Is(err, bleveindex.ErrInUse) {
+		return nil, fmt.Errorf("DATA_DIR %s is in use by another kyapi process (its place index %s stays locked): "+
+			"each process needs its own DATA_DIR; stop the other process or give this one another DATA_DIR", cfg.DataDir, dir)
 	}
-	dir, timeout := filepath.Join(cfg.DataDir, "placeindex"), indexLockTimeout
-	done := make(chan opened, 1)
-	go func() {
-		x, err := bleveindex.OpenWaiting(dir, timeout)
-		done <- opened{x, err}
-	}()
-	select {
-	case o := <-done:
-		if errors.Is(o.err, bleveindex.ErrInUse) {
-			return nil, fmt.Errorf("DATA_DIR %s is in use by another kyapi process (its place index %s stays locked): "+
-				"each process needs its own DATA_DIR; stop the other process or give this one another DATA_DIR", cfg.DataDir, dir)
-		}
-		if o.err != nil {
-			return nil, o.err
-		}
-		return o.index, nil
-	case <-ctx.Done():
-		go func() {
-			if o := <-done; o.err == nil {
-				o.index.Close()
-			}
-		}()
-		return nil, ctx.Err()
+	if err != nil {
+		return nil, err
 	}
+	return x, nil
 }
 
 // Options choose what a process serves.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,8 @@ func TestOpenIndexRefusesADataDirInUse(t *testing.T) {
 }
 
 // While OpenIndex waits for the lock, the end of its context (SIGTERM, in kyapi) ends the
-// wait at once.
+// wait at once, and nothing goes on waiting behind it: a wait left running would open the
+// index (creating files in DATA_DIR) the moment the other holder lets go.
 func TestOpenIndexStopsWaitingWhenItsContextEnds(t *testing.T) {
 	dataDir := t.TempDir()
 	held, err := bleveindex.Open(filepath.Join(dataDir, "placeindex"))
@@ -81,5 +83,9 @@ func TestOpenIndexStopsWaitingWhenItsContextEnds(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("OpenIndex still waits 20 s after its context ended")
+	}
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "bleveindex.OpenWaiting") {
+		t.Fatalf("OpenIndex returned but a goroutine still waits to open the index:\n%s", stacks)
 	}
 }

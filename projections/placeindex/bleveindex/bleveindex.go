@@ -78,18 +78,21 @@ type generation struct {
 
 // Open opens the place index stored under dir, creating an empty one when dir
 // holds none. Generations left over from an interrupted Rebuild are removed.
-func Open(dir string) (*Index, error) { return OpenWaiting(dir, DefaultLockTimeout) }
+func Open(dir string) (*Index, error) {
+	return OpenWaiting(context.Background(), dir, DefaultLockTimeout)
+}
 
 // OpenWaiting is Open, waiting at most lockTimeout for another process to let go of the
-// index; past it, the error is ErrInUse. A lockTimeout of 0 waits for ever.
-func OpenWaiting(dir string, lockTimeout time.Duration) (x *Index, err error) {
+// index; past it, the error is ErrInUse. A lockTimeout of 0 waits for ever. The end of ctx
+// ends the wait (the error is ctx's); loading the index once it is locked is not cut short.
+func OpenWaiting(ctx context.Context, dir string, lockTimeout time.Duration) (x *Index, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bleveindex: %w", err)
 	}
 	// The directory's own lock, taken before anything in it is read or written: a generation's
 	// files are locked only once they exist, and two processes starting on an empty directory
 	// would otherwise both create the first one.
-	lock, err := lockDir(dir, lockTimeout)
+	lock, err := lockDir(ctx, dir, lockTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +145,7 @@ const lockFile = "LOCK"
 // lockDir takes dir's lock, waiting at most timeout (0: for ever) for another process to let
 // go of it; past it, the error is ErrInUse. The lock goes with the file's closing, and with
 // the process.
-func lockDir(dir string, timeout time.Duration) (*os.File, error) {
+func lockDir(ctx context.Context, dir string, timeout time.Duration) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: %w", err)
@@ -161,7 +164,12 @@ func lockDir(dir string, timeout time.Duration) (*os.File, error) {
 			f.Close()
 			return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, dir, timeout)
 		}
-		time.Sleep(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }
 

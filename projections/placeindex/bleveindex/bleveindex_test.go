@@ -86,7 +86,7 @@ func TestOpenOfADirectoryAnotherProcessHoldsCreatesNothingAndIsRefused(t *testin
 	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	if x, err := bleveindex.OpenWaiting(dir, 200*time.Millisecond); !errors.Is(err, bleveindex.ErrInUse) {
+	if x, err := bleveindex.OpenWaiting(context.Background(), dir, 200*time.Millisecond); !errors.Is(err, bleveindex.ErrInUse) {
 		if x != nil {
 			x.Close()
 		}
