@@ -2,6 +2,8 @@ package audit_test
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,7 +69,9 @@ func TestAPaymentOrBonusCreditedTwiceIsADifference(t *testing.T) {
 		}
 		for _, o := range []audit.Options{{}, {AccountID: w.account}} {
 			rep, out := run(t, pool, o)
-			if !strings.Contains(out, "payment "+`"`+ref+`": credited 2 times`) {
+			// Both facts are named, by stream and version, oldest first.
+			twice := regexp.MustCompile(`payment "` + ref + `": credited 2 times \(account-` + w.account + ` v(\d+), account-` + w.account + ` v(\d+)\)`)
+			if m := twice.FindStringSubmatch(out); m == nil || atoi(t, m[1]) >= atoi(t, m[2]) {
 				t.Errorf("audit %q of a ledger crediting payment %q twice: %d differences\n%s", o.AccountID, ref, len(rep.Differences), out)
 			}
 		}
@@ -97,7 +101,7 @@ func TestAPaymentOrBonusCreditedTwiceIsADifference(t *testing.T) {
 		}
 		for _, o := range []audit.Options{{}, {AccountID: w.account}} {
 			rep, out := run(t, pool, o)
-			if !strings.Contains(out, "account "+w.account+`: outage "outage-1" credited 2 times`) {
+			if !regexp.MustCompile(`account ` + w.account + `: outage "outage-1" credited 2 times \(v\d+, v\d+\)`).MatchString(out) {
 				t.Errorf("audit %q of a ledger crediting outage-1 twice to %s: %d differences\n%s", o.AccountID, w.account, len(rep.Differences), out)
 			}
 		}
@@ -163,4 +167,13 @@ func TestPaymentAndGrantRowsAgreeWithTheirFacts(t *testing.T) {
 	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
 		t.Fatalf("restored: %s", out)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
