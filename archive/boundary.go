@@ -2,6 +2,7 @@ package archive
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
@@ -14,9 +15,28 @@ import (
 // boundary starts from: a balance edited in stream_boundaries alone is a difference. It
 // returns that balance (st's when there is nothing the chain vouches for) and the difference,
 // if any. A boundary recorded before migration 0020 records no event and is trusted as
-// recorded (docs/operations.md, "Retention and archiving").
+// recorded (docs/operations.md, "Retention and archiving"); one archived since that records
+// none has lost it, and nothing vouches for its state.
+//
+// The boundary's first_at, the time of the stream's first event (before which balance-at and
+// the statements answer 0), must not be after that last event's: no ledger holds that. Nothing
+// chained holds first_at itself; the audit also holds an account's to its opened_at.
 func CheckBoundary(b eventstore.Boundary, st AccountState) (balance int64, err error) {
+	balance, err = checkLastEvent(b, st)
+	if err == nil && b.FirstAt.After(b.At) {
+		err = fmt.Errorf("stream %s: archived boundary v%d: its first_at %s (when its first event was recorded) is after its last archived event's time %s",
+			b.StreamID, b.Version, b.FirstAt.Format(time.RFC3339Nano), b.At.Format(time.RFC3339Nano))
+	}
+	return balance, err
+}
+
+// checkLastEvent is CheckBoundary's check of the boundary against its last archived event.
+func checkLastEvent(b eventstore.Boundary, st AccountState) (balance int64, err error) {
 	if b.Last == nil {
+		if !b.Legacy {
+			return st.Balance, fmt.Errorf("%s: archived boundary v%d records no last archived event, though it was archived after "+
+				"migration 0020 made every boundary record it: nothing vouches for the state it starts from", streamOwner(b.StreamID), b.Version)
+		}
 		return st.Balance, nil
 	}
 	if !b.HashMatches() {
@@ -101,4 +121,12 @@ func CheckArchivedSums(b eventstore.Boundary, st AccountState, balance int64) []
 			closing.Day, closing.Version, closing.BalanceAfter, b.Version, day, balance)
 	}
 	return errs
+}
+
+// streamOwner names a stream in a difference: its account, or the stream itself.
+func streamOwner(streamID string) string {
+	if account := domain.AccountOfStream(streamID); account != "" {
+		return "account " + account
+	}
+	return "stream " + streamID
 }

@@ -117,6 +117,10 @@ func (j *boundaryJSON) boundary(streamID string) (eventstore.Boundary, error) {
 	if b.Hash, err = decodeHash(j.Hash); err != nil {
 		return b, err
 	}
+	// A state the file records without its last event was a boundary archived before migration
+	// 0020 when this file was written: archive folds on only from such a boundary or one that
+	// records its event (CheckBoundary), and the file's content is checked against its digest.
+	b.Legacy = j.LastEvent == nil
 	if l := j.LastEvent; l != nil {
 		b.Last = &eventstore.BoundaryEvent{Type: l.Type, Payload: json.RawMessage(l.Payload), Metadata: json.RawMessage(l.Metadata)}
 		if b.Last.PrevHash, err = decodeHash(l.PrevHash); err != nil {

@@ -111,6 +111,11 @@ type Boundary struct {
 	// that Hash, and what the state says of that event, can be checked (HashMatches). Nil for
 	// a boundary recorded before migration 0020, which is trusted as recorded.
 	Last *BoundaryEvent
+	// Legacy (read from the store, never written) is true when the archive range holding the
+	// boundary's last event was archived before migration 0020 made every boundary record that
+	// event: only such a boundary may lack Last. A boundary in a newer range without it has
+	// lost it (docs/operations.md, "Retention and archiving").
+	Legacy bool
 }
 
 // BoundaryEvent is the content of a stream's last archived event besides its stream, version
@@ -130,7 +135,9 @@ func (b Boundary) HashMatches() bool {
 }
 
 const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_at, b.first_at, b.account,
-	b.prev_hash, b.type, b.payload, b.metadata`
+	b.prev_hash, b.type, b.payload, b.metadata,
+	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0020_boundary_last_event.sql'
+		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at)`
 
 func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	if err != nil {
@@ -141,7 +148,7 @@ func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	var hash, account, prev []byte
 	var typ, payload, meta *string
 	_, err = pgx.ForEachRow(rows, []any{&b.StreamID, &b.Version, &b.Position, &hash, &b.At, &b.FirstAt, &account,
-		&prev, &typ, &payload, &meta}, func() error {
+		&prev, &typ, &payload, &meta, &b.Legacy}, func() error {
 		r := b
 		copy(r.Hash[:], hash)
 		r.At, r.FirstAt = r.At.UTC(), r.FirstAt.UTC()
