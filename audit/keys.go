@@ -77,8 +77,13 @@ const maxSlotKeyNo = 1024
 type keyTrack struct {
 	// complete: the stream is read from its first event, so every key a charge cites must have
 	// been issued before it. Otherwise (history archived, or a range audit) a key whose
-	// KeyIssued is not read is checked only against the key facts read.
+	// KeyIssued is not read may have been issued before what was read, and is checked against
+	// the key facts read and, in a whole audit, its api_keys row (keyTrack.check).
 	complete bool
+	// before is the recorded_at of the last event before those read (the stream's last archived
+	// event, or the one before a range), zero when complete: a key issued after it has its
+	// KeyIssued among the facts read, since a fact is recorded at or after its command's time.
+	before   time.Time
 	log      []keyEvent
 	runs     []chargeRun           // of the stretches before the current one, in order
 	cur      []chargeRun           // the current stretch's, by key number
@@ -167,6 +172,21 @@ func (k *keyTrack) merge(next *keyTrack) {
 	k.log = append(k.log, next.log...)
 }
 
+// rowUse is what keyTrack.check takes from an account's api_keys rows.
+type rowUse int
+
+const (
+	// rowsUnread: none were read (an account stream whose account has no write-model row).
+	rowsUnread rowUse = iota
+	// rowsNumbers: a range audit, which compares no rows: they only join a key's id, which
+	// the key facts give, with its number, which the charges cite.
+	rowsNumbers
+	// rowsCompared: a whole stream. The rows are compared with the facts, and they stand for
+	// the facts of a key issued before the stream's archived boundary, which are not in the
+	// store (docs/operations.md, "Retention and archiving").
+	rowsCompared
+)
+
 // apiKeyRow is a row of api_keys.
 type apiKeyRow struct {
 	id         string
@@ -196,9 +216,11 @@ func (l *keyLife) name() string {
 }
 
 // check replays the stream's key facts with its charges between them and reports every charge
-// by a key revoked or past its grace at its recorded_at, or by a key never issued; with rows (the
-// account's api_keys rows, nil when they are not compared) it compares them with the facts.
-func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, ...any)) {
+// by a key revoked or past its grace at its recorded_at, or by a key never issued. rows are the
+// account's api_keys rows, used as use says: with rowsCompared they are compared with the
+// facts, and the charges of a key issued before what was read, which no fact read revokes or
+// rotates, are checked against its row's revoked_at and grace_until.
+func (k *keyTrack) check(account string, rows []apiKeyRow, use rowUse, differ func(string, ...any)) {
 	k.flush()
 	if len(k.log) == 0 && len(k.runs) == 0 && len(rows) == 0 {
 		return
@@ -207,6 +229,25 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 	rowByNo := make(map[int]*apiKeyRow, len(rows))
 	for i := range rows {
 		rowByID[rows[i].id], rowByNo[rows[i].no] = &rows[i], &rows[i]
+	}
+	// What the facts read say of each key, wherever they say it: a key issued among them was
+	// not issued before them, and a key they revoke or rotate is judged by those facts, not by
+	// its row.
+	issuedIDs, issuedNos := map[string]bool{}, map[int]bool{}
+	revokedIDs, rotatedIDs := map[string]bool{}, map[string]bool{}
+	for i := range k.log {
+		switch ev := &k.log[i]; {
+		case ev.revoked:
+			revokedIDs[ev.keyID] = true
+		default:
+			issuedIDs[ev.keyID] = true
+			if ev.keyNo > 0 {
+				issuedNos[ev.keyNo] = true
+			}
+			if ev.rotated != "" {
+				rotatedIDs[ev.rotated] = true
+			}
+		}
 	}
 	byID := map[string]*keyLife{}
 	byNo := map[int]*keyLife{}
@@ -217,6 +258,17 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 			byNo[l.no] = l
 		}
 	}
+	// mayPrecede reports whether a key no fact read has issued so far may have been issued
+	// before what was read: not in a stream read whole, not when its KeyIssued comes later in
+	// the facts read, and not when its api_keys row says it was issued after the last event
+	// before them (its KeyIssued, recorded at or after that time, would be among them).
+	mayPrecede := func(id string) bool {
+		if k.complete || issuedIDs[id] {
+			return false
+		}
+		r := rowByID[id]
+		return use != rowsCompared || r == nil || !r.issuedAt.After(k.before)
+	}
 	// placeholder is a key not issued in what was read, known from a fact or a row naming it.
 	placeholder := func(id string) *keyLife {
 		l := &keyLife{id: id}
@@ -226,15 +278,24 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 		register(l)
 		return l
 	}
-	byRef := func(ref keyRef) *keyLife {
+	// byRef is the key a charge cites. unknown: no key is known, but the charge cannot be
+	// faulted for it either: its key may have been issued before what was read and not be
+	// named since, or its number cannot be told.
+	byRef := func(ref keyRef) (l *keyLife, unknown bool) {
 		if ref.id != "" {
-			if l := byID[ref.id]; l != nil || k.complete {
-				return l
+			if l := byID[ref.id]; l != nil {
+				return l, false
 			}
-			return placeholder(ref.id)
+			if mayPrecede(ref.id) {
+				return placeholder(ref.id), false
+			}
+			return nil, false
 		}
 		if l := byNo[ref.no]; l != nil {
-			return l
+			return l, false
+		}
+		if issuedNos[ref.no] {
+			return nil, false // the number of a key issued later in the facts read
 		}
 		if r := rowByNo[ref.no]; r != nil && (!k.complete || unnumbered) {
 			if l := byID[r.id]; l != nil {
@@ -242,23 +303,37 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 					l.no = ref.no
 					register(l)
 				}
-				return l
+				return l, false
 			}
-			if !k.complete {
-				return placeholder(r.id)
+			if mayPrecede(r.id) {
+				return placeholder(r.id), false
 			}
+			return nil, false
 		}
-		return nil
+		return nil, !k.complete || unnumbered && use == rowsUnread
 	}
 
 	checkRun := func(r *chargeRun) {
-		l := byRef(r.key)
+		l, unknown := byRef(r.key)
 		span := func() string {
 			return fmt.Sprintf("%d charges, v%d (position %d, %s) to v%d (position %d, %s)", r.n,
 				r.first.version, r.first.position, r.first.at.Format(time.RFC3339Nano), r.last.version, r.last.position, r.last.at.Format(time.RFC3339Nano))
 		}
+		// The charges are summed up: the last is the one known to be past a limit.
+		pastLimit := func() string {
+			return fmt.Sprintf("v%d (position %d) at %s, the last of %d charges from v%d (position %d) on",
+				r.last.version, r.last.position, r.last.at.Format(time.RFC3339Nano), r.n, r.first.version, r.first.position)
+		}
+		// A key issued before what was read whose revocation or rotation is not among the
+		// facts read (archived with the history before the boundary) is checked against what
+		// its api_keys row records of them: the meter refuses a key from its revoked_at and
+		// its grace_until on, so a charge at or after either was taken with the row edited.
+		var row *apiKeyRow
+		if l != nil && l.issued == nil && use == rowsCompared {
+			row = rowByID[l.id]
+		}
 		switch {
-		case l == nil && k.complete && !(unnumbered && r.key.id == "" && rows == nil):
+		case l == nil && !unknown:
 			differ("account %s: charged by key %s, which no KeyIssued before them issued: %s", account, r.key, span())
 		case l == nil:
 			// issued before what was read, and not named since: its state then is not known
@@ -266,10 +341,14 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 			differ("account %s: %s was revoked at v%d (%s) and charged after it: %s",
 				account, l.name(), l.revoked.version, l.revoked.at.Format(time.RFC3339Nano), span())
 		case l.graceUntil != nil && !r.last.at.Before(*l.graceUntil):
-			// The charges are summed up: the last is the one known to be past the grace.
-			differ("account %s: %s was charged at or after the grace_until %s its rotation at v%d recorded: v%d (position %d) at %s, the last of %d charges from v%d (position %d) on",
-				account, l.name(), l.graceUntil.Format(time.RFC3339Nano), l.rotatedBy.version, r.last.version, r.last.position,
-				r.last.at.Format(time.RFC3339Nano), r.n, r.first.version, r.first.position)
+			differ("account %s: %s was charged at or after the grace_until %s its rotation at v%d recorded: %s",
+				account, l.name(), l.graceUntil.Format(time.RFC3339Nano), l.rotatedBy.version, pastLimit())
+		case row != nil && !revokedIDs[l.id] && row.revokedAt != nil && !r.last.at.Before(*row.revokedAt):
+			differ("account %s: %s, issued before its archived boundary, was charged at or after the revoked_at %s its api_keys row records: %s",
+				account, l.name(), row.revokedAt.UTC().Format(time.RFC3339Nano), pastLimit())
+		case row != nil && !rotatedIDs[l.id] && row.graceUntil != nil && !r.last.at.Before(*row.graceUntil):
+			differ("account %s: %s, issued before its archived boundary, was charged at or after the grace_until %s its api_keys row records: %s",
+				account, l.name(), row.graceUntil.UTC().Format(time.RFC3339Nano), pastLimit())
 		}
 	}
 	next := 0
@@ -283,7 +362,7 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 		ev := &k.log[i]
 		if ev.revoked {
 			l := byID[ev.keyID]
-			if l == nil && !k.complete {
+			if l == nil && mayPrecede(ev.keyID) {
 				l = placeholder(ev.keyID)
 			}
 			switch {
@@ -318,7 +397,7 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 		register(l)
 		if ev.rotated != "" {
 			r := byID[ev.rotated]
-			if r == nil && !k.complete {
+			if r == nil && mayPrecede(ev.rotated) {
 				r = placeholder(ev.rotated)
 			}
 			if r == nil {
@@ -329,14 +408,15 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, differ func(string, .
 		}
 	}
 	checkRuns(len(k.log))
-	if rows == nil {
+	if use != rowsCompared {
 		return
 	}
-	compareKeyRows(account, k.complete, byID, rows, rowByID, differ)
+	compareKeyRows(account, k.complete, k.before, byID, rows, rowByID, differ)
 }
 
-// compareKeyRows compares the account's api_keys rows with its keys as the facts read tell them.
-func compareKeyRows(account string, complete bool, keys map[string]*keyLife, rows []apiKeyRow, rowByID map[string]*apiKeyRow,
+// compareKeyRows compares the account's api_keys rows with its keys as the facts read tell them;
+// before is keyTrack.before.
+func compareKeyRows(account string, complete bool, before time.Time, keys map[string]*keyLife, rows []apiKeyRow, rowByID map[string]*apiKeyRow,
 	differ func(string, ...any)) {
 	// agrees: a row's time is its command's clock, the fact's the later of it and the stream's
 	// time before the fact.
@@ -390,11 +470,10 @@ func compareKeyRows(account string, complete bool, keys map[string]*keyLife, row
 			differ("account %s: api_keys row of %s has revoked_at %s, but no KeyRevoked of it", account, l.name(), r.revokedAt.Format(time.RFC3339Nano))
 		}
 	}
-	if !complete {
-		return // rows of keys issued in archived history, or before the range, cannot be checked
-	}
 	for i := range rows {
-		if keys[rows[i].id] == nil {
+		// Without the stream's first events, a row no fact read names may be of a key issued
+		// in archived history; not if it says it was issued after them (mayPrecede).
+		if keys[rows[i].id] == nil && (complete || rows[i].issuedAt.After(before)) {
 			differ("account %s: api_keys row of key %s (no. %d) has no KeyIssued in the account's stream", account, rows[i].id, rows[i].no)
 		}
 	}

@@ -71,6 +71,12 @@ type streamState struct {
 
 	lastDayNo int64 // dayOf's memo
 	lastDay   string
+
+	// firstAt is when an account's first fact was recorded, as the events read tell it (its
+	// archived boundary's first_at, or its AccountOpened's recorded_at, of version firstVersion;
+	// 0 at a boundary), to be compared with the account's opened_at. Zero when not read.
+	firstAt      time.Time
+	firstVersion int64
 }
 
 func (a *auditor) newState(s streamInfo) *streamState {
@@ -95,7 +101,7 @@ func (s *streamState) diff(format string, args ...any) {
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at = b.Version, b.Hash, b.At
-	s.keys.complete = false // the boundary state holds no keys: those issued before it are not known
+	s.keys.complete, s.keys.before = false, b.At // the boundary state holds no keys: those issued before it are not known
 	var st archive.AccountState
 	if s.info.account != "" {
 		var err error
@@ -113,6 +119,18 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.balance = balance
 	if !first {
 		return nil
+	}
+	s.firstAt = b.FirstAt
+	// The boundary's last event, when it hashes to the chain hash, is a fact the chain vouches
+	// for: a key fact there (a rotation or revocation just before the boundary) is replayed with
+	// the key facts read, as if it had been read. Its previous event's time is not recorded, so
+	// an api_keys row's time is taken to agree with it if it is not later (docs/operations.md,
+	// "Retention and archiving").
+	if b.HashMatches() && (b.Last.Type == domain.EventKeyIssued || b.Last.Type == domain.EventKeyRevoked) {
+		e := eventstore.Event{Position: b.Position, Version: b.Version, Type: b.Last.Type, Payload: b.Last.Payload, RecordedAt: b.At}
+		if err := s.keys.keyFact(&e, b.At); err != nil {
+			s.diff("account %s: archived boundary v%d %s: payload cannot be read: %v", s.info.account, b.Version, b.Last.Type, err)
+		}
 	}
 	for _, err := range archive.CheckArchivedSums(b, st, balance) {
 		s.diff("%v", err)
@@ -142,7 +160,7 @@ func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) err
 	}
 	copy(s.hash[:], hash)
 	s.at = s.at.UTC()
-	s.keys.complete = false
+	s.keys.complete, s.keys.before = false, s.at
 	if s.info.account != "" {
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
@@ -205,6 +223,8 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		if err := s.keys.keyFact(&e, prevAt); err != nil {
 			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
 		}
+	case e.Type == domain.EventAccountOpened && s.firstAt.IsZero():
+		s.firstAt, s.firstVersion = e.RecordedAt, e.Version
 	}
 	s.all.add(e.Version, f)
 	if s.upTo(e, balancesProjection) {
@@ -264,6 +284,7 @@ func (s *streamState) merge(next *streamState) {
 // accountRows are what the write model and the read models hold of an account.
 type accountRows struct {
 	exists   bool
+	openedAt time.Time
 	balance  int64
 	totals   sums
 	balances *sums // rm_balances; nil when there is no row
@@ -279,14 +300,15 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	var id string
 	var t sums
 	var balance int64
-	rows, err := tx.Query(ctx, `SELECT account_id, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
+	var opened time.Time
+	rows, err := tx.Query(ctx, `SELECT account_id, opened_at, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
 		FROM accounts WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &opened, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated}, func() error {
 		r := out[id]
-		r.exists, r.balance, r.totals = true, balance, t
+		r.exists, r.openedAt, r.balance, r.totals = true, opened.UTC(), balance, t
 		return nil
 	}); err != nil {
 		return nil, err
@@ -316,8 +338,19 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	}); err != nil {
 		return nil, err
 	}
+	keys, err := loadKeyRows(ctx, tx, ids)
+	for id, k := range keys {
+		out[id].keys = k
+	}
+	return out, err
+}
+
+// loadKeyRows reads the api_keys rows of the accounts ids.
+func loadKeyRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string][]apiKeyRow, error) {
+	out := make(map[string][]apiKeyRow, len(ids))
+	var id string
 	var key apiKeyRow
-	rows, err = tx.Query(ctx, `SELECT account_id, key_id, key_no, key_hash, state, issued_at, grace_until, revoked_at
+	rows, err := tx.Query(ctx, `SELECT account_id, key_id, key_no, key_hash, state, issued_at, grace_until, revoked_at
 		FROM api_keys WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
@@ -325,7 +358,7 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	_, err = pgx.ForEachRow(rows, []any{&id, &key.id, &key.no, &key.hash, &key.state, &key.issuedAt, &key.graceUntil, &key.revokedAt}, func() error {
 		r := key
 		r.hash, r.graceUntil, r.revokedAt = slices.Clone(key.hash), ownTime(key.graceUntil), ownTime(key.revokedAt)
-		out[id].keys = append(out[id].keys, r)
+		out[id] = append(out[id], r)
 		return nil
 	})
 	return out, err
@@ -335,11 +368,24 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 func (a *auditor) compareAccount(st *streamState, r *accountRows) {
 	id := st.info.account
 	if !r.exists {
-		st.keys.check(id, nil, a.differ)
+		st.keys.check(id, nil, rowsUnread, a.differ)
 		a.differ("account %s: its stream exists but the write model has no account", id)
 		return
 	}
-	st.keys.check(id, r.keys, a.differ)
+	st.keys.check(id, r.keys, rowsCompared, a.differ)
+	// Balance-at and the statements answer 0 before the account's first fact: the time of it
+	// that the boundary records (first_at) is held to the account row's opened_at, which
+	// OpenAccount writes with the AccountOpened fact at the same instant (docs/operations.md,
+	// "Retention and archiving").
+	switch {
+	case st.firstAt.IsZero() || r.openedAt.Equal(st.firstAt):
+	case st.firstVersion > 0:
+		a.differ("account %s: write-model opened_at %s, but its AccountOpened (v%d) was recorded at %s",
+			id, r.openedAt.Format(time.RFC3339Nano), st.firstVersion, st.firstAt.Format(time.RFC3339Nano))
+	default:
+		a.differ("account %s: write-model opened_at %s, but its archived boundary says its first fact was recorded at %s (first_at)",
+			id, r.openedAt.Format(time.RFC3339Nano), st.firstAt.Format(time.RFC3339Nano))
+	}
 	if r.balance != st.balance {
 		a.differ("account %s: write-model balance %d, replayed balance %d", id, r.balance, st.balance)
 	}
