@@ -1,9 +1,9 @@
 // Package archive moves old history out of the event store and back: Archive writes the
 // event partitions wholly below a position to a file, with every touched stream's state at
 // the boundary (chain hash and the last event it is computed from, version, an account's
-// balance, totals and daily sums), and drops them; Restore checks such a file and attaches
-// its range again. Archived history is always a prefix of the store. docs/operations.md
-// ("Retention and archiving") is the operator's guide.
+// balance, totals, daily sums and archived payments and bonuses), and drops them; Restore
+// checks such a file and attaches its range again. Archived history is always a prefix of the
+// store. docs/operations.md ("Retention and archiving") is the operator's guide.
 package archive
 
 import (
@@ -302,7 +302,7 @@ type folding struct {
 func startFolding(id string, start eventstore.Boundary, ok bool) (*folding, error) {
 	f := &folding{id: id}
 	if domain.AccountOfStream(id) != "" {
-		f.account = &AccountState{}
+		f.account = newAccountState()
 	}
 	if !ok {
 		return f, nil
@@ -350,7 +350,9 @@ func (f *folding) add(e eventstore.Event) error {
 			return fmt.Errorf("stream %s v%d (position %d): balance_after %d, but the balance before it was %d and it moved %+d",
 				f.id, e.Version, e.Position, fact.BalanceAfter, f.account.Balance, fact.CreditsDelta)
 		}
-		f.account.add(e.Version, e.RecordedAt, fact)
+		if err := f.account.add(e.Version, e.RecordedAt, fact, e.Payload); err != nil {
+			return fmt.Errorf("stream %s v%d (position %d): %w", f.id, e.Version, e.Position, err)
+		}
 	}
 	f.last, f.hasLast = eventstore.BoundaryEvent{PrevHash: f.hash, Type: e.Type, Payload: e.Payload, Metadata: e.RawMetadata}, true
 	f.version, f.hash, f.at, f.pos = e.Version, e.Hash, e.RecordedAt, e.Position

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,8 +18,39 @@ type AccountState struct {
 	Balance int64 `json:"balance"`
 	domain.AccountTotals
 	Days []DaySum `json:"days"`
+	// Payments and Bonuses are the archived CreditsPurchased and BonusGranted facts, in version
+	// order: once their facts have left the store, they are what the audit counts a payment
+	// once and a bonus once per outage and account by (docs/architecture.md, "A payment is
+	// counted once"). Nil (JSON null or absent) in a state archived before they were recorded,
+	// and in every state folded on from one, since it would list only part of the account's
+	// facts: the audit then falls back to the archived daily sums (docs/operations.md,
+	// "Retention and archiving"). Empty, not nil, when they are recorded and there are none.
+	Payments []ArchivedPayment `json:"payments"`
+	Bonuses  []ArchivedBonus   `json:"bonuses"`
 
 	days map[dayKey]*DaySum // while folding
+}
+
+// ArchivedPayment is an archived CreditsPurchased fact: what its purchases row must say.
+type ArchivedPayment struct {
+	Version      int64  `json:"version"`
+	PaymentRef   string `json:"payment_ref"`
+	Credits      int64  `json:"credits"` // its credits_delta, the row's credits_added
+	Cents        int64  `json:"cents"`
+	BalanceAfter int64  `json:"balance_after"`
+}
+
+// ArchivedBonus is an archived BonusGranted fact: its outage and the credits its grant gave.
+type ArchivedBonus struct {
+	Version  int64  `json:"version"`
+	OutageID string `json:"outage_id"`
+	Credits  int64  `json:"credits"` // its credits_delta
+}
+
+// newAccountState is the state of an account before its first event: it records the
+// payments and bonuses folded into it (none yet).
+func newAccountState() *AccountState {
+	return &AccountState{Payments: []ArchivedPayment{}, Bonuses: []ArchivedBonus{}}
 }
 
 // DaySum is one row of rm_account_days: an account's facts of one UTC day and kind ("" holds
@@ -33,7 +65,8 @@ type DaySum struct {
 
 type dayKey struct{ day, kind string }
 
-// DecodeAccountState reads the JSON form; nil or empty is the state before any event.
+// DecodeAccountState reads the JSON form; nil or empty is the state before any event (one
+// that records no payments and bonuses: nothing says they are complete).
 func DecodeAccountState(raw json.RawMessage) (AccountState, error) {
 	var s AccountState
 	if len(raw) == 0 || string(raw) == "null" {
@@ -44,8 +77,9 @@ func DecodeAccountState(raw json.RawMessage) (AccountState, error) {
 }
 
 // add folds the account's next event in (the same sums as the write model and the account
-// read models keep).
-func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact) {
+// read models keep), f being its payload read (domain.DecodeAccountFact). A payment or bonus is
+// listed too, unless the state does not record them.
+func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact, payload []byte) error {
 	if s.days == nil {
 		s.days = map[dayKey]*DaySum{}
 		for i := range s.Days {
@@ -63,6 +97,45 @@ func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact) {
 	if kind := f.DayKind(); kind != "" {
 		s.day(dayKey{day, kind}).Add(f)
 	}
+	if (f.Type != domain.EventCreditsPurchased || s.Payments == nil) && (f.Type != domain.EventBonusGranted || s.Bonuses == nil) {
+		return nil
+	}
+	// AccountFact does not carry the payment_ref and outage_id (nothing else that folds facts
+	// needs them): they are read here, for these rare facts only.
+	var ids struct {
+		PaymentRef string `json:"payment_ref"`
+		OutageID   string `json:"outage_id"`
+	}
+	if err := json.Unmarshal(payload, &ids); err != nil {
+		return fmt.Errorf("%s payload: %w", f.Type, err)
+	}
+	if f.Type == domain.EventCreditsPurchased {
+		s.Payments = append(s.Payments, ArchivedPayment{Version: version, PaymentRef: ids.PaymentRef, Credits: f.CreditsDelta,
+			Cents: f.AmountCents, BalanceAfter: f.BalanceAfter})
+	} else {
+		s.Bonuses = append(s.Bonuses, ArchivedBonus{Version: version, OutageID: ids.OutageID, Credits: f.CreditsDelta})
+	}
+	return nil
+}
+
+// withoutOnceLists returns the state's JSON without the payments and bonuses that other does
+// not record: how a fold is compared with a state recorded before they were (restore's
+// checkEnd).
+func withoutOnceLists(raw json.RawMessage, other AccountState) (json.RawMessage, error) {
+	if raw == nil || (other.Payments != nil && other.Bonuses != nil) {
+		return raw, nil
+	}
+	s, err := DecodeAccountState(raw)
+	if err != nil {
+		return nil, err
+	}
+	if other.Payments == nil {
+		s.Payments = nil
+	}
+	if other.Bonuses == nil {
+		s.Bonuses = nil
+	}
+	return json.Marshal(s)
 }
 
 func (s *AccountState) day(k dayKey) *DaySum {
