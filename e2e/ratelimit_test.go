@@ -47,7 +47,9 @@ func TestServeProcessesSharingRedisAdmitEachKeysLimitBetweenThem(t *testing.T) {
 	importCatalog(t, dbURL)
 	redisSrv := redistest.Start(t)
 	token := randomToken("admin-")
-	env := map[string]string{"REDIS_URL": redisSrv.URL(), "RATE_LIMIT_PER_MINUTE": "60"}
+	// REDIS_TIMEOUT long: on a starved machine a slow answer would otherwise count a request in
+	// its process, and the processes would admit more than the limit between them.
+	env := map[string]string{"REDIS_URL": redisSrv.URL(), "RATE_LIMIT_PER_MINUTE": "60", "REDIS_TIMEOUT": "30s"}
 	procs := []*service{
 		startServe(t, serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: token, Env: env}),
 		startServe(t, serveConfig{Name: "B", DatabaseURL: dbURL, AdminToken: token, Env: env}),
@@ -137,7 +139,9 @@ func TestRedisKilledMidLoadKeepsAnsweringAndSharedCountingResumesWhenItIsBack(t 
 	places := importCatalog(t, dbURL)
 	redisSrv := redistest.Start(t)
 	token := randomToken("admin-")
-	env := map[string]string{"REDIS_URL": redisSrv.URL(), "RATE_LIMIT_PER_MINUTE": "100000"}
+	// REDIS_TIMEOUT long, so that only the kill (refused at once) starts an outage, never a slow
+	// answer on a starved machine: each process must log exactly one.
+	env := map[string]string{"REDIS_URL": redisSrv.URL(), "RATE_LIMIT_PER_MINUTE": "100000", "REDIS_TIMEOUT": "30s"}
 	a := startServe(t, serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: token, Env: env})
 	b := startServe(t, serveConfig{Name: "B", DatabaseURL: dbURL, AdminToken: token, Env: env})
 	procs := []*service{a, b}

@@ -174,7 +174,7 @@ func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T)
 	lines := &logLines{}
 	log := logrus.New()
 	log.SetOutput(lines)
-	s, err := OpenShared(srv.URL(), log)
+	s, err := OpenShared(srv.URL(), 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func TestAServerStartingWhileRedisIsDownServesFromTheProcess(t *testing.T) {
 	lines := &logLines{}
 	log := logrus.New()
 	log.SetOutput(lines)
-	s, err := OpenShared(srv.URL(), log)
+	s, err := OpenShared(srv.URL(), 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestAServerStartingWhileRedisIsDownServesFromTheProcess(t *testing.T) {
 }
 
 func TestABadRedisURLIsAnErrorNamingTheVariable(t *testing.T) {
-	if _, err := OpenShared("http://nope", nil); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
+	if _, err := OpenShared("http://nope", 0, nil); err == nil || !strings.Contains(err.Error(), "REDIS_URL") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -32,22 +32,27 @@ type Shared struct {
 }
 
 // Settings of the Redis client: short timeouts, so an unreachable Redis costs a request at
-// most about a second, and no retries: a retried script whose reply was lost would count the
-// request twice. A failed call is counted in the process, and the probe tries Redis again.
+// most about a second (DefaultRedisTimeout, REDIS_TIMEOUT), and no retries: a retried script
+// whose reply was lost would count the request twice. A failed call is counted in the
+// process, and the probe tries Redis again.
 const (
-	redisTimeout    = time.Second
-	redisProbeEvery = time.Second
+	DefaultRedisTimeout = time.Second
+	redisProbeEvery     = time.Second
 )
 
-// OpenShared returns a Shared limiter over the Redis at redisURL (redis://, rediss://). It
-// does not wait for Redis: call Check to learn whether it answers.
-func OpenShared(redisURL string, log *logrus.Logger) (*Shared, error) {
+// OpenShared returns a Shared limiter over the Redis at redisURL (redis://, rediss://), each
+// call to which (dial, command, wait for a pooled connection) is bounded by timeout (0:
+// DefaultRedisTimeout). It does not wait for Redis: call Check to learn whether it answers.
+func OpenShared(redisURL string, timeout time.Duration, log *logrus.Logger) (*Shared, error) {
 	opts, err := redis.ParseURL(redisURL)
 	if err != nil {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
-	opts.PoolTimeout = redisTimeout
+	if timeout <= 0 {
+		timeout = DefaultRedisTimeout
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
+	opts.PoolTimeout = timeout
 	opts.MaxRetries = -1   // none (0 means go-redis's default of 3)
 	opts.DialerRetries = 1 // the probe once a second is the retry
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
@@ -57,7 +62,9 @@ func OpenShared(redisURL string, log *logrus.Logger) (*Shared, error) {
 	// go-redis writes its own lines to stderr (a failed dial, on every probe): they go to the
 	// service's log at debug level, so an outage is the one warning below, not a line a second.
 	redis.SetLogger(debugLog{log})
-	return NewShared(redis.NewClient(opts), log), nil
+	s := NewShared(redis.NewClient(opts), log)
+	s.callTimeout = timeout
+	return s, nil
 }
 
 // debugLog passes go-redis's own log lines to logrus at debug level.
@@ -73,7 +80,7 @@ func NewShared(client *redis.Client, log *logrus.Logger) *Shared {
 		log = logrus.StandardLogger()
 	}
 	return &Shared{redis: NewRedis(client), local: NewLocal(), log: log,
-		callTimeout: redisTimeout, probeEvery: redisProbeEvery}
+		callTimeout: DefaultRedisTimeout, probeEvery: redisProbeEvery}
 }
 
 // Describe names where the limiter counts, for the start-up log: the Redis address without

@@ -21,7 +21,7 @@ func TestAProcessWhoseRedisDiesContinuesTheWindowRedisCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s, err := OpenShared(srv.URL(), log)
+	s, err := OpenShared(srv.URL(), 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestARequestWhoseReplyIsLostIsCountedOnceInRedis(t *testing.T) {
 	proxy := startDropFirstReplyProxy(t, srv.Addr())
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", log)
+	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}

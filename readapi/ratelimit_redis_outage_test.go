@@ -20,7 +20,7 @@ func TestAServerWhoseRedisDiesServesAKeyNoMoreThanItsLimitThatMinute(t *testing.
 	redisSrv := redistest.Start(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	shared, err := ratelimit.OpenShared(redisSrv.URL(), log)
+	shared, err := ratelimit.OpenShared(redisSrv.URL(), 0, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,14 +3,15 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
-// The defaults of decisions §10 and §5, and a bad RATE_LIMIT_PER_MINUTE named.
+// The defaults (README, "Configuration"), and a bad RATE_LIMIT_PER_MINUTE or REDIS_TIMEOUT named.
 func TestConfigDefaults(t *testing.T) {
-	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR", "RATE_LIMIT_PER_MINUTE", "ELASTICSEARCH_URL", "CANONICAL_BASE_URL", "LOG_LEVEL"} {
+	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR", "RATE_LIMIT_PER_MINUTE", "ELASTICSEARCH_URL", "CANONICAL_BASE_URL", "LOG_LEVEL", "REDIS_TIMEOUT"} {
 		t.Setenv(v, "")
 	}
 	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
@@ -19,9 +20,20 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.ReadAddr != ":8080" || cfg.AdminAddr != "127.0.0.1:8081" || cfg.RateLimit != 60 || cfg.ElasticsearchURL != "" ||
-		cfg.CanonicalBaseURL != "http://localhost:8080" || cfg.LogLevel != "info" {
+		cfg.CanonicalBaseURL != "http://localhost:8080" || cfg.LogLevel != "info" || cfg.RedisTimeout != time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
+	for _, bad := range []string{"1", "0s", "-1s", "soon"} {
+		t.Setenv("REDIS_TIMEOUT", bad)
+		if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "REDIS_TIMEOUT") {
+			t.Errorf("REDIS_TIMEOUT=%s: %v; want an error naming it", bad, err)
+		}
+	}
+	t.Setenv("REDIS_TIMEOUT", "250ms")
+	if cfg, err := app.LoadConfig(); err != nil || cfg.RedisTimeout != 250*time.Millisecond {
+		t.Errorf("REDIS_TIMEOUT=250ms: %v, %v", err, cfg.RedisTimeout)
+	}
+	t.Setenv("REDIS_TIMEOUT", "")
 	t.Setenv("RATE_LIMIT_PER_MINUTE", "sixty")
 	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_MINUTE") {
 		t.Fatalf("RATE_LIMIT_PER_MINUTE=sixty: %v; want an error naming it", err)

@@ -311,7 +311,7 @@ func OpenLimiter(ctx context.Context, cfg Config, log *logrus.Logger) (ratelimit
 		log.WithField("limiter", "in-process").Info("rate limiter: in process (REDIS_URL is not set): each process counts its own requests")
 		return ratelimit.NewLocal(), func() {}, nil
 	}
-	shared, err := ratelimit.OpenShared(cfg.RedisURL, log)
+	shared, err := ratelimit.OpenShared(cfg.RedisURL, cfg.RedisTimeout, log)
 	if err != nil {
 		return nil, nil, err
 	}

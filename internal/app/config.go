@@ -6,8 +6,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/ratelimit"
 )
 
 // Config is read once, from the environment, at start (README, "Configuration").
@@ -28,8 +31,10 @@ type Config struct {
 	AuditSigningKey string
 
 	// RedisURL, when set, is the Redis in which every process counts each key's requests
-	// (ratelimit.Shared); unset, each process counts its own.
-	RedisURL string
+	// (ratelimit.Shared); unset, each process counts its own. RedisTimeout bounds each call
+	// to it (REDIS_TIMEOUT, default 1s): past it the request is counted in the process.
+	RedisURL     string
+	RedisTimeout time.Duration
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -57,6 +62,10 @@ func LoadConfig() (Config, error) {
 		return c, fmt.Errorf("RATE_LIMIT_PER_MINUTE must be a positive integer, got %q", rl)
 	}
 	c.RateLimit = n
+	rt := envOr("REDIS_TIMEOUT", ratelimit.DefaultRedisTimeout.String())
+	if c.RedisTimeout, err = time.ParseDuration(rt); err != nil || c.RedisTimeout <= 0 {
+		return c, fmt.Errorf("REDIS_TIMEOUT must be a positive duration such as 1s or 250ms, got %q", rt)
+	}
 	if c.CanonicalBaseURL, err = canonicalBaseURL(c.CanonicalBaseURL); err != nil {
 		return c, err
 	}
