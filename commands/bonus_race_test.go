@@ -78,14 +78,14 @@ func TestAKeyIssuedWhileAGrantStartsIsRecordedAfterItAndNotEligible(t *testing.T
 		grantDone <- err
 	}()
 	waitForSQL(t, g.pool, "the grant holds keyGrantLock", `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-		AND objid = 72100021 AND mode = 'ExclusiveLock' AND granted)`)
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid = 72100021 AND mode = 'ExclusiveLock' AND granted)`)
 	issueDone := make(chan error, 1)
 	go func() {
 		_, err := k.accounts.IssueKey(ctx, late, eventstore.Metadata{})
 		issueDone <- err
 	}()
 	waitForSQL(t, g.pool, "the key issue waits for keyGrantLock", `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'
-		AND objid = 72100021 AND mode = 'ShareLock' AND NOT granted)`)
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid = 72100021 AND mode = 'ShareLock' AND NOT granted)`)
 	if err := x.Rollback(ctx); err != nil { // the grant records its instant and commits; the key issue goes on
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestAKeyIssuedWhileAGrantStartsIsRecordedAfterItAndNotEligible(t *testing.T
 	// The grant's first chunk waits for Z: cut the grant short there, then ask again (a crash,
 	// a timeout: docs say asking again finishes it).
 	waitForSQL(t, g.pool, "the first chunk waits for the locked account", `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND query LIKE '%ANY%')`)
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND query LIKE '%ANY%')`)
 	cancel()
 	if err := <-grantDone; err == nil || !errors.Is(err, context.Canceled) && gctx.Err() == nil {
 		t.Fatalf("the cut-short grant: %v", err)

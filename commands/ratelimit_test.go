@@ -93,7 +93,7 @@ func TestARateLimitSetOnOneProcessReachesTheOthersKeyCache(t *testing.T) {
 	hash := domain.HashKey(key.APIKey)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		var listening bool
-		_ = a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN %')`).Scan(&listening)
+		_ = a.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %')`).Scan(&listening)
 		if listening || time.Now().After(deadline) {
 			break
 		}

@@ -60,7 +60,7 @@ func TestTwoSessionsRotatingTogetherRotateOnce(t *testing.T) {
 	for i := 0; ; i++ {
 		var waiting int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE '%FROM accounts WHERE account_id = $1 FOR UPDATE%'`).Scan(&waiting); err != nil {
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM accounts WHERE account_id = $1 FOR UPDATE%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting >= 2 {

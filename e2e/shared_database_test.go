@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -118,10 +119,39 @@ func TestARevokeRacingABurstOnAnotherProcessServesNothingStartedAfterItReturned(
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	// A wait that fails stops the burst before the test ends.
+	defer func() {
+		stop.Store(true)
+		wg.Wait()
+	}()
+	// startedSince counts the requests that started after t.
+	startedSince := func(t time.Time) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range results {
+			if r.started.After(t) {
+				n++
+			}
+		}
+		return n
+	}
+	// The burst runs before and after the revoke: waited for by count, not by time, since a
+	// starved machine may answer few requests in a fixed while.
+	eventually(t, recoveryWait, "the burst is under way", func() error {
+		if n := startedSince(time.Time{}); n < 16 {
+			return fmt.Errorf("%d requests answered", n)
+		}
+		return nil
+	})
 	a.admin(http.MethodPost, "/admin/accounts/"+accountID+"/keys/"+key.KeyID+"/revoke", nil, http.StatusOK)
 	revoked = time.Now()
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, recoveryWait, "requests that started after the revoke returned are answered", func() error {
+		if n := startedSince(revoked); n < 16 {
+			return fmt.Errorf("%d answered", n)
+		}
+		return nil
+	})
 	stop.Store(true)
 	wg.Wait()
 
