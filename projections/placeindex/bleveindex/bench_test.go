@@ -181,3 +181,35 @@ func BenchmarkList150k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRebuild150k is the embedded index's part of `kyapi rebuild`: a new generation filled
+// with 150,000 places in batches of 1,000 (the projection's MaxBatch), then swapped in.
+func BenchmarkRebuild150k(b *testing.B) {
+	docs := benchDocs()
+	dir := filepath.Join(b.TempDir(), "placeindex")
+	idx, err := bleveindex.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer idx.Close()
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		err := idx.Rebuild(ctx, func(w placeindex.Writer) error {
+			for i := 0; i < len(docs); i += 1000 {
+				if err := w.Upsert(ctx, docs[i:min(i+1000, len(docs))], nil, strconv.Itoa(i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(docs)*b.N)/b.Elapsed().Seconds(), "places/s")
+	if res, err := idx.List(ctx, placeindex.ListQuery{Q: "bourbon", Limit: 1}); err != nil || res.Total == 0 {
+		b.Fatalf("the rebuilt index finds no bourbon: %v %+v", err, res)
+	}
+}
