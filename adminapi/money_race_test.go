@@ -75,8 +75,8 @@ func ledgerTypes(t *testing.T, f *fixture, acc string) []string {
 	return out
 }
 
-// A grant credits "every account with an active or grace key" (decisions.md), a key usable at
-// the moment the grant was first asked for (docs/api.md). Here a revoke is asked for at
+// A grant credits the accounts "with an active or grace key", meaning a key usable at the
+// moment the grant was first asked for (docs/api.md, "Admin API"). Here a revoke is asked for at
 // t0+1h and waits on the account's lock (held by another transaction, as a charge batch or a
 // purchase would); the grant is asked for at t0+1h1m. The grant must wait for the revoke in
 // flight and so not credit the account: its only key was revoked before the grant.

@@ -31,9 +31,10 @@ func codeOf(body string) string {
 	return e.Code
 }
 
-// decisions.md §4: rotation keeps the old key for its grace; "A second rotation while a key is
-// in grace revokes that older grace key at once. Revocation is immediate." Checked end to end
-// on the read API, including two concurrent rotations.
+// Rotation keeps the old key for its grace, and a second rotation revokes the older grace key
+// at once (docs/architecture.md, "Invariants and where each is enforced"); revocation is
+// immediate: once the revoke call returns, no process serves the key (docs/api.md, "Keys").
+// Checked end to end on the read API, including two concurrent rotations.
 func TestRotationChainOnTheReadAPI(t *testing.T) {
 	svc := apptest.Start(t, 1000)
 	st, body := svc.Admin(t, "POST", "/admin/accounts", `{"name":"Rot","email":"rot@example.com"}`)

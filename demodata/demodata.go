@@ -1,5 +1,6 @@
 // Package demodata generates a deterministic, fictional Kentucky catalog on top of the
-// real list of Kentucky towns, in the catalog import format (NDJSON, decisions §9).
+// real list of Kentucky towns, in the catalog import format (NDJSON; docs/api.md, "Catalog
+// import").
 //
 // The towns are real (Census and USGS, see ATTRIBUTION.md); every place, menu, review
 // and event is invented, with 555-01xx phone numbers and .example websites. The same

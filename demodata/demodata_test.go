@@ -336,7 +336,7 @@ func TestSourceObservationsCoverEveryTrustTier(t *testing.T) {
 	}
 }
 
-// trustTier applies the rule of decisions §1 to one field's observations.
+// trustTier applies the field_trust rule (docs/api.md, "Places") to one field's observations.
 func trustTier(t *testing.T, obs []any) string {
 	values := map[string]bool{}
 	var newest time.Time

@@ -489,8 +489,9 @@ func (g *generator) makeReview(p *placeRecord, cat category) *reviewSummary {
 	}
 }
 
-// makeSources invents observations of each contact field so that every trust tier of
-// decisions §1 occurs: none, thin, supported, verified, and low (disagreeing or stale).
+// makeSources invents observations of each contact field so that every field_trust tier
+// (docs/api.md, "Places") occurs: none, thin, supported, verified, and low (disagreeing or
+// stale).
 func (g *generator) makeSources(p *placeRecord) placeSources {
 	r := g.rng
 	var s placeSources

@@ -172,9 +172,9 @@ func (e *ImportError) Error() string {
 	return fmt.Sprintf("line %d: field %q: %s", e.Line, e.Field, e.Message)
 }
 
-// ParseCatalog reads an NDJSON catalog (decisions §9) and validates all of it. Each
-// non-blank line is an object whose "record" is "town", "event" or "place"; the record's
-// fields are either on the line itself or in an object under the record kind
+// ParseCatalog reads an NDJSON catalog (docs/api.md, "Catalog import") and validates all of
+// it. Each non-blank line is an object whose "record" is "town", "event" or "place"; the
+// record's fields are either on the line itself or in an object under the record kind
 // ({"record":"town","town":{...}}). Unknown fields are ignored so that newer exporters
 // keep working; a known field of the wrong type is an error. It returns the first
 // problem as *ImportError.
@@ -579,8 +579,8 @@ func catalogParseMenu(o catalogObject) ([]MenuItem, *catalogFieldError) {
 			return nil, ferr
 		}
 		if cur != nil {
-			// Prices are in US dollars only (decisions §1); another currency would be
-			// served as if it were dollars.
+			// Prices are in US dollars only (docs/api.md, "Catalog import"); another
+			// currency would be served as if it were dollars.
 			if *cur != "USD" {
 				return nil, catalogErr(it.name("currency"), `must be "USD"`)
 			}

@@ -9,8 +9,8 @@ import (
 // Day is the UTC calendar day that bounds deduplication, as YYYY-MM-DD.
 func Day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// Resource identities for deduplication (decisions §3). A place is one resource whether it
-// was paid as a list row, a search row or a detail.
+// Resource identities for deduplication (docs/api.md, "Deduplication"). A place is one
+// resource whether it was paid as a list row, a search row or a detail.
 func PlaceResource(id string) string   { return "place:" + id }
 func MenuResource(id string) string    { return "menu:" + id }
 func ReviewsResource(id string) string { return "reviews:" + id }

@@ -11,7 +11,7 @@ import (
 	"unicode"
 )
 
-// Trust tiers of a place field (decisions §1).
+// Trust tiers of a place field (docs/api.md, "Places").
 const (
 	TrustVerified  = "verified"
 	TrustSupported = "supported"
@@ -53,8 +53,9 @@ type FieldTrust struct {
 //   - thin when there is one source.
 //   - low when the sources disagree: any two of them report different values. Values are
 //     compared after normalization (case, spacing; phone numbers by their digits; websites
-//     without scheme, "www." and trailing slash). "3 or more agree" in decisions §1 means
-//     all of them agree: a field that one source contradicts is not verified.
+//     without scheme, "www." and trailing slash). "Three or more agree" (docs/api.md,
+//     "Places") means all of them agree: a field that one source contradicts is not
+//     verified.
 //   - verified when 3 or more sources agree and the newest observation is at most 180 days
 //     old (exactly 180 days still counts).
 //   - supported otherwise: 2 sources agree, or 3 or more agree on an observation older

@@ -14,10 +14,11 @@ import (
 )
 
 // Catalog projects the catalog events into rm_towns, rm_places and rm_events. Each row
-// holds the record as last imported; rm_places also derives is_chain (decisions §1: marked
-// is_chain, or a normalized name shared by domain.ChainThreshold or more places) and holds
-// the place rendered as the read API serves it (domain.RenderPlace), canonical_url apart:
-// its base is the serving process's setting, so a new base needs no rebuild.
+// holds the record as last imported; rm_places also derives is_chain (docs/api.md, "Trending
+// and hidden gems": marked is_chain, or a normalized name shared by domain.ChainThreshold or
+// more places) and holds the place rendered as the read API serves it (domain.RenderPlace),
+// canonical_url apart: its base is the serving process's setting, so a new base needs no
+// rebuild.
 type Catalog struct {
 	// Clock dates the field_trust rendered into a place's detail; the read API serves it
 	// while the request's instant lies in the stored trust window, and renders afresh outside.

@@ -283,7 +283,7 @@ func TestStoredTrustWindowTurnsAtEveryBoundary(t *testing.T) {
 // ---------------------------------------------------------------------------------------------
 // Place list relevance
 
-// decisions §2: "With q, order by relevance"; docs/api.md: "Names weigh more than
+// docs/api.md, "Places": with q, rows come in relevance order, and "Names weigh more than
 // descriptions in the relevance order".
 func TestANameMatchOutranksADescriptionMatch(t *testing.T) {
 	s := newProjectedStack(t, []map[string]any{

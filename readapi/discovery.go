@@ -18,8 +18,8 @@ const (
 	trendingDays  = 7
 )
 
-// Hidden gems (decisions §1): limit bounds, and the local_gem_score that makes a gem of a
-// place the import does not mark is_gem.
+// Hidden gems (docs/api.md, "Trending and hidden gems"): limit bounds (docs/limits.md, "Read
+// API"), and the local_gem_score that makes a gem of a place the import does not mark is_gem.
 const (
 	defaultGemsLimit = 10
 	maxGemsLimit     = 50

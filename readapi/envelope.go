@@ -12,7 +12,7 @@ import (
 	"github.com/kyapi/kyapi/internal/httpx"
 )
 
-// apiMeta is the envelope's meta (api-spec "Response envelope").
+// apiMeta is the envelope's meta (docs/api.md, "Envelope and meta").
 type apiMeta struct {
 	CreditsUsed       int64 `json:"credits_used"`
 	CreditsRemaining  int64 `json:"credits_remaining"`

@@ -17,8 +17,8 @@ import (
 	"github.com/kyapi/kyapi/internal/httpx"
 )
 
-// townAliases are the short names the spec resolves to canonical slugs (api-spec
-// Endpoints rule 4). Keys are lower case.
+// townAliases are the short town names resolved to canonical slugs (docs/api.md, "Places").
+// Keys are lower case.
 var townAliases = map[string]string{
 	"lexington":     "lexington-fayette-urban-county",
 	"louisville":    "louisville-jefferson-county-metro-government-balance",

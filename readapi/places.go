@@ -15,14 +15,15 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
-// Paging bounds of the place list and geo search (decisions §2).
+// Paging bounds of the place list and geo search (docs/limits.md, "Read API", query
+// parameters).
 const (
 	defaultPageLimit = 20
 	maxPageLimit     = 100
 	maxOffset        = 10000
 )
 
-// Geo search bounds (decisions §2).
+// Geo search bounds (docs/limits.md, "Read API", query parameters).
 const (
 	defaultRadiusKm = 5
 	maxRadiusKm     = 50

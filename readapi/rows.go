@@ -177,7 +177,8 @@ func (s *Server) loadSummaries(ctx context.Context, ids []string) (map[string]pl
 	return out, nil
 }
 
-// relatedItem is one row of the related-places payload (decisions §1).
+// relatedItem is one row of the related-places payload (docs/api.md, "Places"; RelatedItem in
+// openapi/openapi.json).
 type relatedItem struct {
 	PlaceID    string   `json:"place_id"`
 	Name       string   `json:"name"`
@@ -188,7 +189,8 @@ type relatedItem struct {
 	Reason     string   `json:"reason"`
 }
 
-// trendingItem is one row of the trending payload (decisions §1).
+// trendingItem is one row of the trending payload (docs/api.md, "Trending and hidden gems";
+// TrendingItem in openapi/openapi.json).
 type trendingItem struct {
 	PlaceID    string  `json:"place_id"`
 	Name       string  `json:"name"`
@@ -198,7 +200,8 @@ type trendingItem struct {
 	Requests7d int64   `json:"requests_7d"`
 }
 
-// hiddenGem is one row of the hidden-gems payload (decisions §1).
+// hiddenGem is one row of the hidden-gems payload (docs/api.md, "Trending and hidden gems";
+// HiddenGemItem in openapi/openapi.json).
 type hiddenGem struct {
 	PlaceID       string   `json:"place_id"`
 	Name          string   `json:"name"`

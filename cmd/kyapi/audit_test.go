@@ -13,8 +13,8 @@ import (
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
-// decisions §10: `kyapi audit` exits 0 on a consistent store and non-zero once the write
-// model disagrees with the ledger.
+// `kyapi audit` exits 0 on a consistent store and non-zero once the write model disagrees
+// with the ledger (docs/operations.md, "`kyapi audit`").
 func TestAuditExitStatusSaysWhetherTheStoreIsConsistent(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	ctx := context.Background()

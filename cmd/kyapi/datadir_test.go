@@ -9,11 +9,11 @@ import (
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
-// Each process needs its own DATA_DIR (decisions §10). A second process started on one that
-// a running process holds (a copied environment; `kyapi rebuild` beside `make run`, both on
-// the default ./data) stops within seconds with an error naming DATA_DIR, instead of
-// waiting without end and without a word on the embedded index's file lock; rebuild stops
-// before it has rebuilt any shared read model.
+// Each process needs its own DATA_DIR (docs/operations.md, "Processes and configuration"). A
+// second process started on one that a running process holds (a copied environment; `kyapi
+// rebuild` beside `make run`, both on the default ./data) stops within seconds with an error
+// naming DATA_DIR, instead of waiting without end and without a word on the embedded index's
+// file lock; rebuild stops before it has rebuilt any shared read model.
 func TestASecondProcessOnADataDirInUseStopsWithAClearError(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
 	dataDir := t.TempDir()

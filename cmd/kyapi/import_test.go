@@ -136,9 +136,10 @@ func TestImportSkipsAByteOrderMarkAtTheStartOfAFile(t *testing.T) {
 	}
 }
 
-// Through the binary (decisions §8/§9): a bad line in the middle of a file applies nothing
-// and the error names the line and the field, with a non-zero exit status. Fixed, the same
-// file imports every record; imported again with a change, the same id is an update.
+// Through the binary (docs/api.md, "Catalog import"): a bad line in the middle of a file
+// applies nothing and the error names the line and the field, with a non-zero exit status.
+// Fixed, the same file imports every record; imported again with a change, the same id is an
+// update.
 func TestKyapiImportOfABadLineExitsNonZeroAndStoresNothing(t *testing.T) {
 	dbURL, pool, write := importSetup(t)
 	good := []string{

@@ -75,7 +75,7 @@ func BadRequest(format string, args ...any) error {
 	return &BadRequestError{Message: fmt.Sprintf(format, args...)}
 }
 
-// Error codes of decisions §6.
+// Error codes of the error body (docs/api.md, "Errors").
 const (
 	CodeBadRequest          = "bad_request"
 	CodeMissingAPIKey       = "missing_api_key"
