@@ -26,9 +26,10 @@ func bruteNear(pts []point, q placeindex.GeoQuery) placeindex.Result {
 	return placeindex.Result{Hits: page, Total: len(all)}
 }
 
-// decisions.md: "Geo search: lat in [-90, 90] ... Rows sorted by great-circle distance, nearest
-// first". Near a pole the clamp-into-rectangle lower bound of boundsOf is off by up to a cell
-// (5.5 km), far more than its slack, so a nearer cell is skipped once the heap is full.
+// Geo search takes any lat in [-90, 90] and sorts by great-circle distance, nearest first
+// (docs/api.md, "Places"). Near a pole the clamp-into-rectangle lower bound of boundsOf is off
+// by up to a cell (5.5 km), far more than its slack, so a nearer cell is skipped once the heap
+// is full.
 func TestNearFindsTheNearestPlaceAcrossAPole(t *testing.T) {
 	g := newGrid()
 	pts := []point{
