@@ -21,11 +21,22 @@ import (
 // The boundary's first_at, the time of the stream's first event (before which balance-at and
 // the statements answer 0), must not be after that last event's: no ledger holds that. Nothing
 // chained holds first_at itself; the audit also holds an account's to its opened_at.
+//
+// An account's boundary must list its archived payments and bonuses (st.Payments, st.Bonuses)
+// unless some of its history was archived before migration 0021 made every boundary list them
+// (b.ListsLegacy): without the lists the audit could only match them against the archived
+// daily sums, so lists taken out of a boundary would weaken it unseen.
 func CheckBoundary(b eventstore.Boundary, st AccountState) (balance int64, err error) {
 	balance, err = checkLastEvent(b, st)
-	if err == nil && b.FirstAt.After(b.At) {
+	switch {
+	case err != nil:
+	case b.FirstAt.After(b.At):
 		err = fmt.Errorf("stream %s: archived boundary v%d: its first_at %s (when its first event was recorded) is after its last archived event's time %s",
 			b.StreamID, b.Version, b.FirstAt.Format(time.RFC3339Nano), b.At.Format(time.RFC3339Nano))
+	case !b.ListsLegacy && domain.AccountOfStream(b.StreamID) != "" && (st.Payments == nil || st.Bonuses == nil):
+		err = fmt.Errorf("account %s: archived boundary v%d lists no archived payments or no archived bonuses, though all of "+
+			"its archived history was archived after migration 0021 made every boundary list them: they were taken out of it",
+			domain.AccountOfStream(b.StreamID), b.Version)
 	}
 	return balance, err
 }

@@ -264,6 +264,7 @@ func TestAnArchivedPaymentCreditedAgainIsADifference(t *testing.T) {
 			if !listed {
 				exec(t, h.pool, `UPDATE stream_boundaries b SET account = b.account - 'payments' - 'bonuses'
 					FROM streams s WHERE s.stream_no = b.stream_no AND s.stream_id = $1`, stream)
+				archivedBeforeLists(t, h.pool)
 				auditClean(t, h.pool, audit.Options{})
 			}
 			ref := "pay-" + h.small.id

@@ -121,6 +121,9 @@ func (j *boundaryJSON) boundary(streamID string) (eventstore.Boundary, error) {
 	// 0020 when this file was written: archive folds on only from such a boundary or one that
 	// records its event (CheckBoundary), and the file's content is checked against its digest.
 	b.Legacy = j.LastEvent == nil
+	// Likewise a state without the lists of archived payments and bonuses was recorded, or folded
+	// on from one recorded, before migration 0021: the file's digest vouches for it.
+	b.ListsLegacy = true
 	if l := j.LastEvent; l != nil {
 		b.Last = &eventstore.BoundaryEvent{Type: l.Type, Payload: json.RawMessage(l.Payload), Metadata: json.RawMessage(l.Metadata)}
 		if b.Last.PrevHash, err = decodeHash(l.PrevHash); err != nil {

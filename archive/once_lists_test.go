@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
@@ -186,6 +188,16 @@ func TestArchivedPaymentsAndBonusesRoundTripThroughArchiveAndRestore(t *testing.
 	if st, _ := boundaryState(t, h, h.big.id); st.Payments != nil || st.Bonuses != nil {
 		t.Fatalf("setup: a boundary of before the lists lists %+v, %+v", st.Payments, st.Bonuses)
 	}
+	// Taken out of boundaries whose history was all archived since migration 0021, the lists
+	// are missed: the audit says so, and no archive folds on from such a boundary.
+	want := "account " + h.big.id + ": archived boundary v"
+	if d := auditDiffs(t, h, audit.Options{}); !strings.Contains(d, want) || !strings.Contains(d, "lists no archived payments or no archived bonuses") {
+		t.Errorf("audit of boundaries whose lists were taken out: differences\n%s\nwant one for %s", d, h.big.id)
+	}
+	if _, err := archive.Archive(ctx, h.pool, h.options(t, 2001)); err == nil || !strings.Contains(err.Error(), "lists no archived payments") {
+		t.Fatalf("archiving on from boundaries whose lists were taken out: %v; want a refusal naming the lists", err)
+	}
+	archivedBeforeLists(t, h.pool)
 	auditClean(t, h.pool, audit.Options{})
 	next := h.options(t, 2001)
 	if _, err := archive.Archive(ctx, h.pool, next); err != nil {
@@ -209,4 +221,12 @@ func TestArchivedPaymentsAndBonusesRoundTripThroughArchiveAndRestore(t *testing.
 		t.Fatal("a boundary is left after restoring every archive")
 	}
 	auditClean(t, h.pool, audit.Options{})
+}
+
+// archivedBeforeLists dates every archive before migration 0021, as an archive run before the
+// boundaries listed payments and bonuses left them: their boundaries may then lack the lists.
+func archivedBeforeLists(t testing.TB, pool *pgxpool.Pool) {
+	t.Helper()
+	exec(t, pool, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
+		WHERE name = '0021_boundary_once_lists.sql')`)
 }

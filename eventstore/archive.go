@@ -116,6 +116,11 @@ type Boundary struct {
 	// event: only such a boundary may lack Last. A boundary in a newer range without it has
 	// lost it (docs/operations.md, "Retention and archiving").
 	Legacy bool
+	// ListsLegacy (read from the store, never written) is true when some range at or before
+	// the boundary was archived before migration 0021 made every account boundary list its
+	// archived payments and bonuses: only an account boundary with such history may lack the
+	// lists (it may have been folded on from one without them). Any other has lost them.
+	ListsLegacy bool
 }
 
 // BoundaryEvent is the content of a stream's last archived event besides its stream, version
@@ -137,7 +142,10 @@ func (b Boundary) HashMatches() bool {
 const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_at, b.first_at, b.account,
 	b.prev_hash, b.type, b.payload, b.metadata,
 	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0020_boundary_last_event.sql'
-		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at)`
+		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at),
+	NOT EXISTS (SELECT FROM schema_migrations WHERE name = '0021_boundary_once_lists.sql') OR
+	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0021_boundary_once_lists.sql'
+		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at)`
 
 func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	if err != nil {
@@ -148,7 +156,7 @@ func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	var hash, account, prev []byte
 	var typ, payload, meta *string
 	_, err = pgx.ForEachRow(rows, []any{&b.StreamID, &b.Version, &b.Position, &hash, &b.At, &b.FirstAt, &account,
-		&prev, &typ, &payload, &meta, &b.Legacy}, func() error {
+		&prev, &typ, &payload, &meta, &b.Legacy, &b.ListsLegacy}, func() error {
 		r := b
 		copy(r.Hash[:], hash)
 		r.At, r.FirstAt = r.At.UTC(), r.FirstAt.UTC()
