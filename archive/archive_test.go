@@ -271,6 +271,12 @@ func TestAnArchivedRangeAuditsFromItsBoundaryAndRestoredAuditsCleanFromZero(t *t
 	if n := count(t, h.pool, `SELECT count(*) FROM stream_boundaries`); n != 0 {
 		t.Fatalf("%d stream boundaries left after restoring everything", n)
 	}
+	// The partition put back has the streams' estimate of every partition (migration 0022).
+	if n := count(t, h.pool, `SELECT count(*) FROM kyapi_event_partitions() p
+		WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = format('%I', p.name)::regclass
+			AND a.attname = 'stream_no' AND 'n_distinct=-0.01' = ANY(a.attoptions))`); n != 0 {
+		t.Fatalf("%d partitions without the streams' estimate after restoring", n)
+	}
 	rep = auditClean(t, h.pool, audit.Options{})
 	if rep.ArchivedBefore != 0 || rep.Events != before.Events+30 {
 		t.Fatalf("audit after restoring: %+v", rep)

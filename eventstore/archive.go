@@ -375,6 +375,10 @@ func RestoreArchived(ctx context.Context, tx pgx.Tx, a Archive, next func() (Eve
 		FOR EACH STATEMENT EXECUTE FUNCTION kyapi_append_only()`); err != nil {
 		return 0, fmt.Errorf("eventstore: protect %s: %w", name, err)
 	}
+	// And its streams' estimate, as every partition has (migration 0022).
+	if _, err := tx.Exec(ctx, `SELECT kyapi_event_partition_estimates($1)`, name); err != nil {
+		return 0, fmt.Errorf("eventstore: estimates of %s: %w", name, err)
+	}
 	tag, err := tx.Exec(ctx, `INSERT INTO `+ident+` (position, transaction_id, version, recorded_at, stream_no, type, hash, payload, metadata)
 		SELECT r.position, r.transaction_id::xid8, r.version, r.recorded_at, s.stream_no, r.type, r.hash, r.payload::json, r.metadata::json
 		FROM restored_events r JOIN streams s ON s.stream_id = r.stream_id
