@@ -208,6 +208,11 @@ log "growth: one account's history at $growth_sizes events"
 load growth-before detail=100
 "$out/bin/storebench" growth -sizes "$growth_sizes" -admin-url "$admin_url" -kyapi "$out/bin/kyapi" -out "$out/growth.json" \
   | tee "$out/growth.txt" || echo "bench: growth benchmark failed" | tee -a "$out/growth.txt"
+# After the history is written (and analyzed), a server started afresh: its meter holds no
+# claims, so every account's first charge reads them from the store, as after any restart.
+stop_server
+start_server serve-growth "$out/bin/kyapi" serve
+"$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix detail=100 -label warmup >/dev/null
 load growth-after detail=100
 stop_server
 
