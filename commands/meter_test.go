@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
@@ -657,27 +658,10 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 		ANALYZE events`); err != nil {
 		t.Fatal(err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[], date[]) AS `+commands.ClaimEventsSQL); err != nil {
-		t.Fatal(err)
-	}
+	conn := prepareClaims(t, pool)
 	// Stream 7's events are at positions 1201-1400 (versions 1-200).
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{7,8}', '{1390,1400}', '{190,0}', '{NULL,2026-11-23}')`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		lines := explainClaims(t, conn, mode, `'{7,8}', '{1390,1400}', '{190,0}', '{NULL,2026-11-23}'`)
 		plan := strings.Join(lines, "\n")
 		walked := false
 		for _, l := range lines {
@@ -719,6 +703,38 @@ func TestTheClaimReadWalksTheStreamFromAPositionInEveryPlan(t *testing.T) {
 	}
 }
 
+// prepareClaims holds a connection of pool with the meter's claim read prepared as claims.
+func prepareClaims(t *testing.T, pool *pgxpool.Pool) *pgxpool.Conn {
+	t.Helper()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[], date[]) AS `+commands.ClaimEventsSQL); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// explainClaims is the plan of the claim read of args (its four arrays, as SQL) under the
+// plan_cache_mode mode.
+func explainClaims(t *testing.T, conn *pgxpool.Conn, mode, args string) []string {
+	t.Helper()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims(`+args+`)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
 // A partition most of whose events are one busy stream's must not make the reads of the others
 // scan it: ANALYZE samples it as holding a handful of streams, and without the fixed estimate
 // every partition gets (migration 0022) the claim read of any other account — which joins its
@@ -751,27 +767,10 @@ func TestAStreamThatFillsItsPartitionLeavesTheClaimReadsOfOthersOnTheIndex(t *te
 	if unset, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(unset) > 0 {
 		t.Fatalf("partitions without the streams' estimate: %v (%v)", unset, err)
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `PREPARE claims(int[], bigint[], bigint[], date[]) AS `+commands.ClaimEventsSQL); err != nil {
-		t.Fatal(err)
-	}
+	conn := prepareClaims(t, pool)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
 		// Streams 3 and 4, cold: their claims from their first charge of the day.
-		rows, err := conn.Query(ctx, `EXPLAIN EXECUTE claims('{3,4}', '{100000,100050}', '{0,0}', '{2026-11-23,2026-11-23}')`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
+		lines := explainClaims(t, conn, mode, `'{3,4}', '{100000,100050}', '{0,0}', '{2026-11-23,2026-11-23}'`)
 		plan := strings.Join(lines, "\n")
 		if strings.Contains(plan, "Seq Scan on events_p0000000000000000001 ") {
 			t.Fatalf("%s: the partition a busy stream fills is scanned for the claims of two others:\n%s", mode, plan)
