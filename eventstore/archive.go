@@ -118,8 +118,9 @@ type Boundary struct {
 	Legacy bool
 	// ListsLegacy (read from the store, never written) is true when some range at or before
 	// the boundary was archived before migration 0021 made every account boundary list its
-	// archived payments and bonuses: only an account boundary with such history may lack the
-	// lists (it may have been folded on from one without them). Any other has lost them.
+	// archived payments and bonuses, after the stream's first event (so it may hold some of
+	// the stream's history): only a boundary with such history may lack the lists (it may
+	// have been folded on from one without them). Any other has lost them.
 	ListsLegacy bool
 }
 
@@ -145,7 +146,7 @@ const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_
 		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at),
 	NOT EXISTS (SELECT FROM schema_migrations WHERE name = '0021_boundary_once_lists.sql') OR
 	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0021_boundary_once_lists.sql'
-		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at)`
+		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at AND b.first_at < a.archived_at)`
 
 func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	if err != nil {
