@@ -4,6 +4,7 @@
 package httpx
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,11 +24,19 @@ import (
 	"github.com/kyapi/kyapi/domain"
 )
 
-// WriteJSON writes v as the JSON body with the given status.
+// WriteJSON writes v as the JSON body with the given status. v is encoded before anything
+// is sent: a value that cannot be encoded is answered 500 with an error body, never the
+// status meant for it with an empty body.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		_ = json.NewEncoder(&buf).Encode(errorBody{Error: "internal error", Code: CodeInternal})
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(buf.Bytes())
 }
 
 // WriteJSONBody writes body, JSON already encoded, with the given status.

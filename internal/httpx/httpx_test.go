@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/mux"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -170,5 +171,23 @@ func TestLimitBodyStopsReadingPastTheLimit(t *testing.T) {
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/", strings.NewReader("12345")))
 	if got := MapError(readErr); got.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("read error %v maps to %+v", readErr, got)
+	}
+}
+
+// A value that cannot be encoded (a time past year 9999) is answered 500 with the error body,
+// not the status meant for it with an empty body: the status line goes out only once the
+// body is encoded.
+func TestWriteJSONAnswersAnErrorBodyWhenTheValueCannotBeEncoded(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteData(rec, http.StatusOK, struct {
+		At time.Time `json:"at"`
+	}{time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
+	if rec.Code != http.StatusInternalServerError || strings.TrimSpace(rec.Body.String()) != `{"error":"internal error","code":"internal"}` {
+		t.Errorf("%d %q, want 500 and the internal error body", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	WriteData(rec, http.StatusCreated, map[string]int{"n": 1})
+	if rec.Code != http.StatusCreated || strings.TrimSpace(rec.Body.String()) != `{"data":{"n":1}}` {
+		t.Errorf("%d %q, want 201 and the data", rec.Code, rec.Body.String())
 	}
 }
