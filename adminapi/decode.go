@@ -41,6 +41,12 @@ func decodeBody(r *http.Request, dst any, optional bool) error {
 	if err := domain.CheckJSONText(body); err != nil {
 		return httpx.BadRequest("request body: %v", err)
 	}
+	// A NUL cannot be stored in a text column, and in an event's JSON payload (a revoke's
+	// reason) it would stay in the ledger for good: refused in every field, before anything
+	// is written (docs/limits.md).
+	if domain.HasNUL(body) {
+		return httpx.BadRequest("request body: NUL characters (\\u0000) are not allowed")
+	}
 	if err := exactFields(body, dst); err != nil {
 		return err
 	}

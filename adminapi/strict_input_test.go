@@ -38,6 +38,40 @@ func TestBodiesTheDecoderWouldAlterAreRefusedAndAddNothing(t *testing.T) {
 	f.expect(f.call("POST", purchases, `{"amount_cents":500,"payment_ref":"pay-\ud83d\ude01"}`), 201, "")
 }
 
+// A NUL in any field of a body is refused before anything is written. A revoke's reason is
+// kept only in the event's JSON payload, where PostgreSQL would have taken it: without the
+// check the key was revoked and the NUL stayed in the ledger for good.
+func TestANULInAnyFieldIsRefusedAndWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	acc := f.openAccount("Nul")
+	keyID := f.issueKey(acc)["key_id"].(string)
+	var before int
+	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, body string }{
+		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", `{"reason":"leaked\u0000"}`},
+		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", "{\"reason\":\"leaked\x00\"}"},
+		{"/admin/accounts/" + acc + "/purchases", `{"amount_cents":500,"payment_ref":"pay\u0000"}`},
+		{"/admin/bonus-grants", `{"outage_id":"o1","credits":5,"reason":"\u0000"}`},
+		{"/admin/accounts", `{"name":"A\u0000","email":"ops@acme.example"}`},
+	} {
+		r := f.call("POST", c.path, c.body)
+		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, "NUL") {
+			t.Errorf("POST %s %q: %d %s, want 400 naming the NUL", c.path, c.body, r.status, r.raw)
+		}
+	}
+	// An escaped backslash before u0000 is text, not a NUL.
+	f.expect(f.call("POST", "/admin/accounts/"+acc+"/keys/"+keyID+"/revoke", `{"reason":"C:\\u0000"}`), 200, "")
+	var after int
+	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before+1 {
+		t.Errorf("%d events appended, want 1 (the revoke with a backslash in its reason)", after-before)
+	}
+}
+
 // A catalog line that is not UTF-8, or holds a lone surrogate, is a bad line: 400 naming it,
 // and nothing of the batch applied.
 func TestAnImportLineTheDecoderWouldAlterIsRefused(t *testing.T) {

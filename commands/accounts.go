@@ -330,6 +330,10 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 	if len(reason) > 500 {
 		return &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
 	}
+	if strings.ContainsRune(reason, 0) {
+		// The reason goes only into the event's JSON payload, which would keep it for good.
+		return &domain.ValidationError{Field: "reason", Message: "NUL characters (\\u0000) are not allowed"}
+	}
 	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		now, err := h.keyChangeTime(ctx, tx)
 		if err != nil {

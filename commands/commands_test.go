@@ -619,3 +619,20 @@ func TestTheGoAndSQLResourceHashesAgree(t *testing.T) {
 		}
 	}
 }
+
+// A revoke's reason is kept only in the event's JSON payload, which PostgreSQL takes with a
+// NUL in it: the command refuses it itself, and the key stays as it was.
+func TestARevokeReasonWithANULIsRefusedAndTheKeyStaysActive(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk)
+	accountID, key := fundedAccount(t, a, 500)
+	err := a.accounts.RevokeKey(ctx, accountID, key.KeyID, "leaked\x00", eventstore.Metadata{})
+	var invalid *domain.ValidationError
+	if !errors.As(err, &invalid) || invalid.Field != "reason" {
+		t.Fatalf("revoke with a NUL in its reason: %v, want a validation error on reason", err)
+	}
+	if _, err := a.charge(domain.HashKey(key.APIKey), domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil {
+		t.Fatalf("the key was refused after the refused revoke: %v", err)
+	}
+}

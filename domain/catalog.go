@@ -208,7 +208,7 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 			return Catalog{}, &ImportError{Line: line, Message: "line starts with a byte order mark (U+FEFF), allowed only at the start of the input"}
 		}
 		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line.
-		if hasNUL(text) {
+		if HasNUL(text) {
 			return Catalog{}, &ImportError{Line: line, Message: "NUL characters (\\u0000) are not allowed"}
 		}
 		if err := CheckJSONText(text); err != nil {
@@ -257,10 +257,10 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 // utf8BOM is U+FEFF in UTF-8, the byte order mark.
 var utf8BOM = []byte("\xEF\xBB\xBF")
 
-// hasNUL reports whether the JSON text b holds a NUL character: the byte itself, or a
+// HasNUL reports whether the JSON text b holds a NUL character: the byte itself, or a
 // \u0000 escape in a string. An escaped backslash followed by "u0000" (`\\u0000` in the
 // text) is a backslash and five characters, not a NUL.
-func hasNUL(b []byte) bool {
+func HasNUL(b []byte) bool {
 	if bytes.IndexByte(b, 0) >= 0 {
 		return true
 	}
