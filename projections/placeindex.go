@@ -25,6 +25,11 @@ func (PlaceIndex) Name() string { return "placeindex" }
 // start's peak RSS (150,000 places: 266 MB, not 525) at the same speed.
 func (PlaceIndex) MaxBatch() int { return 1000 }
 
+// rebuildBatch bounds the events of one batch of a rebuild: a generation being filled is
+// written in bigger batches than a live catch-up (fewer segments for the embedded index to
+// merge), which `kyapi rebuild` can spend the memory on.
+const rebuildBatch = 2000
+
 // placeTypes are the events the index reads: nothing but places.
 var placeTypes = []string{domain.EventPlaceImported}
 
@@ -76,7 +81,7 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 // Rebuild fills a new generation of the index from position 0 and swaps it in; readers
 // keep the old one until then.
 func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
-	total, batchSize := 0, min(batchSize, p.MaxBatch())
+	total, batchSize := 0, min(batchSize, rebuildBatch)
 	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
 		at, n, err := replay(ctx, p.Pool, p.Name(), eventstore.Position{}, batchSize, p.eventTypes(), eventstore.Position{}, report,
 			func(r readAhead) error {

@@ -445,7 +445,7 @@ func (r *report) rebuild() {
 			for _, n := range kinds {
 				total += float64(n)
 			}
-			r.p("The embedded index alone, fed 150,000 generated places in batches of 1,000 with no database")
+			r.p("The embedded index alone, fed 150,000 generated places in batches of 2,000 as a rebuild writes them, with no database")
 			r.p("(`go test -bench Rebuild150k ./projections/placeindex/bleveindex/`, shorter texts than the demo's),")
 			r.p("indexed %s places/s: %.0f µs a place in bleve's analysis, segment building and merges. At that",
 				thousands(b.Metrics["places/s"]), perPlace*1e6)

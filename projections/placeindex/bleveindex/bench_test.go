@@ -183,7 +183,7 @@ func BenchmarkList150k(b *testing.B) {
 }
 
 // BenchmarkRebuild150k is the embedded index's part of `kyapi rebuild`: a new generation filled
-// with 150,000 places in batches of 1,000 (the projection's MaxBatch), then swapped in.
+// with 150,000 places in batches of 2,000 (the projection's rebuildBatch), then swapped in.
 func BenchmarkRebuild150k(b *testing.B) {
 	docs := benchDocs()
 	dir := filepath.Join(b.TempDir(), "placeindex")
@@ -196,8 +196,8 @@ func BenchmarkRebuild150k(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		err := idx.Rebuild(ctx, func(w placeindex.Writer) error {
-			for i := 0; i < len(docs); i += 1000 {
-				if err := w.Upsert(ctx, docs[i:min(i+1000, len(docs))], nil, strconv.Itoa(i)); err != nil {
+			for i := 0; i < len(docs); i += 2000 {
+				if err := w.Upsert(ctx, docs[i:min(i+2000, len(docs))], nil, strconv.Itoa(i)); err != nil {
 					return err
 				}
 			}

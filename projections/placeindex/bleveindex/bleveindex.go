@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -309,8 +310,14 @@ func (x *Index) Rebuild(ctx context.Context, fill func(w placeindex.Writer) erro
 type writer struct{ g *generation }
 
 func (w writer) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
-	return w.g.Upsert(ctx, docs, deleteIDs, checkpoint)
+	return w.g.upsert(ctx, docs, deleteIDs, checkpoint, rebuildParts)
 }
+
+// rebuildParts is how many bleve batches a rebuild writes at once. bleve analyzes a batch's
+// documents in parallel but builds its segment on one goroutine, and a rebuild waits for
+// each batch: two batches at once keep both cores busy. Only a generation that is not yet
+// live is written so; the live one keeps a range in one batch with its checkpoint.
+const rebuildParts = 2
 
 func createGeneration(dir, name string) (*generation, error) {
 	m, err := newMapping()
@@ -342,15 +349,32 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (*generation, e
 
 func (g *generation) close() error { return g.bleve.Close() }
 
+// minDocsPerPart: a batch smaller than this is not worth splitting.
+const minDocsPerPart = 100
+
+// partOf is the batch of parts a place's documents go to.
+func partOf(placeID string, parts int) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(placeID))
+	return int(h.Sum32() % uint32(parts))
+}
+
 // Upsert writes one batch, checkpoint included, in a single bleve batch and
 // then mirrors it into the grid. Deletes apply after docs.
 func (g *generation) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string) error {
+	return g.upsert(ctx, docs, deleteIDs, checkpoint, 1)
+}
+
+// upsert is Upsert writing the documents in up to parts bleve batches at once (each place in
+// the same one whatever its position), then the deletes and the checkpoint in one more: with
+// parts > 1 a crash can leave some of a range's documents without its checkpoint, so only a
+// rebuild's generation, abandoned on any failure, is written so.
+func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []string, checkpoint string, parts int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	g.writeMu.Lock()
 	defer g.writeMu.Unlock()
-	b := g.bleve.NewBatch()
 	newer := docs[:0:0]
 	for _, d := range docs {
 		if d.PlaceID == "" {
@@ -359,16 +383,42 @@ func (g *generation) Upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 		if d.Version > 0 && d.Version < g.versions[d.PlaceID] {
 			continue // the index holds a newer version
 		}
+		newer = append(newer, d)
+	}
+	if len(newer) < parts*minDocsPerPart {
+		parts = 1
+	}
+	batches := make([]*bleve.Batch, parts)
+	for i := range batches {
+		batches[i] = g.bleve.NewBatch()
+	}
+	for _, d := range newer {
+		b := batches[0]
+		if parts > 1 {
+			b = batches[partOf(d.PlaceID, parts)]
+		}
 		if err := b.Index(d.PlaceID, document(d)); err != nil {
 			return fmt.Errorf("bleveindex: upsert %s: %w", d.PlaceID, err)
 		}
-		newer = append(newer, d)
+	}
+	last := batches[len(batches)-1]
+	if parts > 1 {
+		errs := make([]error, parts)
+		var wg sync.WaitGroup
+		for i, b := range batches {
+			wg.Go(func() { errs[i] = g.bleve.Batch(b) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("bleveindex: upsert: %w", err)
+		}
+		last = g.bleve.NewBatch()
 	}
 	for _, id := range deleteIDs {
-		b.Delete(id)
+		last.Delete(id)
 	}
-	b.SetInternal([]byte(checkpointKey), []byte(checkpoint))
-	if err := g.bleve.Batch(b); err != nil {
+	last.SetInternal([]byte(checkpointKey), []byte(checkpoint))
+	if err := g.bleve.Batch(last); err != nil {
 		return fmt.Errorf("bleveindex: upsert: %w", err)
 	}
 	for _, d := range newer {

@@ -3,6 +3,7 @@ package bleveindex_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,5 +100,60 @@ func TestOpenOfADirectoryAnotherProcessHoldsCreatesNothingAndIsRefused(t *testin
 	idx := open(t, dir)
 	if err := idx.Upsert(context.Background(), []placeindex.Doc{{PlaceID: "p", Category: "x"}}, nil, "cp-1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A rebuild writes each range as several bleve batches at once (one per core). Every place
+// goes to one of them whatever its position, so a place twice in a range keeps its last
+// document, an older version than the index holds is still left out, deletes apply after the
+// documents, and the checkpoint is the last range's.
+func TestARebuildWrittenInSeveralBatchesAtOnceKeepsTheLastOfEachPlace(t *testing.T) {
+	ctx := context.Background()
+	idx := open(t, t.TempDir())
+	doc := func(i int, name string, version int64) placeindex.Doc {
+		return placeindex.Doc{PlaceID: fmt.Sprintf("p%03d", i), Name: name, Category: "diner", Version: version}
+	}
+	err := idx.Rebuild(ctx, func(w placeindex.Writer) error {
+		var first []placeindex.Doc
+		for i := range 600 {
+			first = append(first, doc(i, "plain", 0))
+		}
+		first = append(first, doc(7, "juniper", 0), doc(10, "alpha", 5), doc(11, "older", 2))
+		if err := w.Upsert(ctx, first, nil, "c1"); err != nil {
+			return err
+		}
+		var second []placeindex.Doc
+		for i := 300; i < 600; i++ {
+			second = append(second, doc(i, "plain", 0))
+		}
+		second = append(second, doc(10, "bravo", 3), doc(11, "newer", 7))
+		return w.Upsert(ctx, second, []string{"p020", "p310"}, "c2")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{"plain": nil, "juniper": {"p007"}, "alpha": {"p010"}, "bravo": {},
+		"newer": {"p011"}, "older": {}} {
+		res, err := idx.List(ctx, placeindex.ListQuery{Q: q, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q == "plain" {
+			// 600 places, less p007, p010 and p011 (renamed) and the two deleted.
+			if res.Total != 595 {
+				t.Errorf("%d places named plain, want 595", res.Total)
+			}
+			continue
+		}
+		var got []string
+		for _, h := range res.Hits {
+			got = append(got, h.PlaceID)
+		}
+		if !slices.Equal(got, want) && !(len(got) == 0 && len(want) == 0) {
+			t.Errorf("q=%s: %v, want %v", q, got, want)
+		}
+	}
+	if cp, err := idx.Checkpoint(ctx); err != nil || cp != "c2" {
+		t.Errorf("checkpoint %q %v, want c2", cp, err)
 	}
 }
