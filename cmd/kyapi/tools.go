@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -127,6 +128,13 @@ func runRebuild(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	pi := projections.PlaceIndex{Pool: pool, Index: index}
+	// The embedded index allocates most of what its rebuild does: letting the heap grow to
+	// three times what is live (GOGC=200) rather than twice cuts the place index's rebuild by
+	// about a sixth, for about 300 MB more at 150,000 places (docs/operations.md). A GOGC the
+	// operator set is kept.
+	if os.Getenv("GOGC") == "" {
+		defer debug.SetGCPercent(debug.SetGCPercent(200))
+	}
 	if _, err := pi.Rebuild(ctx, *batch, progressBar(pi.Name(), head)); err != nil {
 		return err
 	}
