@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/kyapi/kyapi/domain"
@@ -56,8 +55,8 @@ func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err 
 		if e.Type != domain.EventPlaceImported {
 			continue
 		}
-		var f indexedFields
-		if err := json.Unmarshal(e.Payload, &f); err != nil {
+		f, err := decodeIndexedFields(e.Payload)
+		if err != nil {
 			return nil, fmt.Errorf("place docs: event %d: %w", e.Position, err)
 		}
 		d := PlaceDoc(domain.Place{PlaceRow: domain.PlaceRow{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category,
