@@ -34,24 +34,34 @@ func show(f indexedFields) string {
 // Every place of the demo catalog, as the import stores it, reads as json.Unmarshal reads it,
 // and without falling back to it.
 func TestDemoPlacePayloadsDecodeAsJSONUnmarshalDoes(t *testing.T) {
+	for _, b := range demoPlacePayloads(t, 3000) {
+		sameAsUnmarshal(t, b)
+		if _, ok := scanIndexedFields(b); !ok {
+			t.Fatalf("a demo place fell back to json.Unmarshal: %s", b)
+		}
+	}
+}
+
+// demoPlacePayloads are the PlaceImported payloads of n demo places, as the import stores them.
+func demoPlacePayloads(tb testing.TB, n int) [][]byte {
+	tb.Helper()
 	var buf bytes.Buffer
-	if _, err := demodata.Write(&buf, demodata.Config{Places: 3000, Today: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
-		t.Fatal(err)
+	if _, err := demodata.Write(&buf, demodata.Config{Places: n, Today: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
+		tb.Fatal(err)
 	}
 	cat, err := domain.ParseCatalog(&buf)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	var payloads [][]byte
 	for _, p := range cat.Places {
 		b, err := json.Marshal(p)
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
-		sameAsUnmarshal(t, b)
-		if _, ok := scanIndexedFields(b); !ok {
-			t.Fatalf("the demo place %s fell back to json.Unmarshal: %s", p.PlaceID, b)
-		}
+		payloads = append(payloads, b)
 	}
+	return payloads
 }
 
 // The cases the scan must not read differently from encoding/json: keys it matches whatever
@@ -110,19 +120,7 @@ func TestRandomPayloadsDecodeAsJSONUnmarshalDoes(t *testing.T) {
 // BenchmarkDecodePlaceFields reads the place index's fields of demo places: the scan against
 // json.Unmarshal, side by side.
 func BenchmarkDecodePlaceFields(b *testing.B) {
-	var buf bytes.Buffer
-	if _, err := demodata.Write(&buf, demodata.Config{Places: 2000, Today: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}); err != nil {
-		b.Fatal(err)
-	}
-	cat, err := domain.ParseCatalog(&buf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var payloads [][]byte
-	for _, p := range cat.Places {
-		j, _ := json.Marshal(p)
-		payloads = append(payloads, j)
-	}
+	payloads := demoPlacePayloads(b, 2000)
 	b.Run("scan", func(b *testing.B) {
 		for i := range b.N {
 			if _, err := decodeIndexedFields(payloads[i%len(payloads)]); err != nil {
