@@ -79,7 +79,7 @@ func TestTrickyPayloadsDecodeAsJSONUnmarshalDoes(t *testing.T) {
 		`{"menu":[{"name":"not me","price":"}]"}],"name":"me","reviews":{"x":"\"{["}}`,
 		`{"sources":["a\\","b"],"name":"after an escaped backslash"}`,
 		` { "name" : "spaces" , "category" : "x" } `, "{\n\t\"name\":\r\n\"ws\"}",
-		`{}`, `null`, `[]`, `"x"`, `{"name":"a"} trailing`, `{"name":"a"`, `{"name" "a"}`, `{"name":"a",}`,
+		`{}`, `null`, `[]`, `"x"`, `{"name":"a"} trailing`, `{"other":,"name":"a"}`, `{"name":"a"`, `{"name" "a"}`, `{"name":"a",}`,
 		`{"place_id":"k\u212aelvin"}`, `{"ſame":"long s"}`, `{"place_ıd":"dotless"}`, "{\"name\":\"\xff\"}",
 		`{"name":"` + strings.Repeat("x", 5000) + `"}`,
 	} {
