@@ -87,11 +87,11 @@ func (f *indexedFields) set(key string, v []byte) bool {
 	case "seo_description":
 		dst = &f.SEODescription
 	case "latitude":
-		return setNumber(&f.Latitude, v, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+		return setNumber(&f.Latitude, v, parseFloat)
 	case "longitude":
-		return setNumber(&f.Longitude, v, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+		return setNumber(&f.Longitude, v, parseFloat)
 	case "rating_count":
-		return setNumber(&f.RatingCount, v, func(s string) (int, error) { return strconv.Atoi(s) })
+		return setNumber(&f.RatingCount, v, strconv.Atoi)
 	default:
 		return true
 	}
@@ -134,6 +134,8 @@ func setNumber[T int | float64](dst **T, v []byte, parse func(string) (T, error)
 	*dst = &n
 	return true
 }
+
+func parseFloat(s string) (float64, error) { return strconv.ParseFloat(s, 64) }
 
 // jsonNumber tells whether v is a number as JSON writes one: strconv also reads "Inf", hex
 // floats, leading zeros and a leading "+".
