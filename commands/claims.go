@@ -38,10 +38,15 @@ func Maintain(ctx context.Context, store *eventstore.Store, now time.Time) (part
 	return partitions, tag.RowsAffected(), err
 }
 
-// DefaultMaxClaims bounds the claims a meter keeps in memory (MeterOptions.MaxClaims): about
-// 60 MB (a claim takes some 30 bytes of map). Past it, the accounts charged longest ago are
-// forgotten; their claims are read again from their charge events when they next need them.
-const DefaultMaxClaims = 2_000_000
+// DefaultMaxClaims bounds the claims a meter keeps in memory (MeterOptions.MaxClaims; `kyapi
+// serve` takes METER_MAX_CLAIMS): 45 to 85 MB (a claim takes 11 to 21 bytes of claimSet).
+// Past it, the accounts charged longest ago are forgotten; their claims are read again from
+// the store when they next need them. Every account is as likely to be charged next, so once
+// the day's claims of the accounts a process charges outgrow the bound, most batches read some
+// account's whole day back (a few thousand claims each) and the metered path costs about
+// twice as much: the bound is for the claims a process sees in a busy day, not for a few hours
+// of it (docs/operations.md, "The maintenance loop").
+const DefaultMaxClaims = 4_000_000
 
 // claimCache holds, for the accounts this process charges, the resources each has paid for on
 // its claims day: the same-day dedup state, derived from the account's RequestCharged events
@@ -68,7 +73,7 @@ type accountClaims struct {
 	// position is at or below the position of the event at version: every event after
 	// version is after it in the stream's position order (the index the reads walk).
 	position int64
-	hashes   map[int64]struct{}
+	hashes   claimSet
 	// unsaved are the claims, in the order they were learnt, that this meter has not seen in
 	// a claim chunk nor written one for: the next chunk's content (claimChunkSize).
 	unsaved []int64
@@ -112,7 +117,7 @@ func (c *claimCache) extend(no int32, e *accountClaims, version, position int64,
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e.cached {
-		c.size -= len(e.hashes)
+		c.size -= e.hashes.len()
 		e.cached = false
 	}
 	e.add(hashes)
@@ -131,17 +136,16 @@ func (c *claimCache) has(e *accountClaims, day string, hash int64) bool {
 	if e.day != day {
 		return false
 	}
-	_, ok := e.hashes[hash]
-	return ok
+	return e.hashes.has(hash)
 }
 
 // load replaces the account's entry with the claims read for it (Meter.readClaims): all of
 // day's, current through version (the head, held under the account's lock, at position):
 // those saved in claim chunks and those read from the charges after them.
 func (c *claimCache) load(no int32, day string, version, position int64, saved, read []int64) *accountClaims {
-	e := &accountClaims{day: day, version: version, position: position, hashes: make(map[int64]struct{}, len(saved)+len(read))}
+	e := &accountClaims{day: day, version: version, position: position, hashes: newClaimSet(len(saved) + len(read))}
 	for _, h := range saved {
-		e.hashes[h] = struct{}{}
+		e.hashes.add(h)
 	}
 	e.add(read)
 	c.mu.Lock()
@@ -171,12 +175,12 @@ func (c *claimCache) committed(no int32, base *accountClaims, from, to, position
 	case base != nil && (base.day == day || len(hashes) == 0):
 		e = base // the same day's claims, or still the old day's
 	case len(hashes) > 0:
-		e = &accountClaims{day: day, hashes: make(map[int64]struct{}, len(hashes))} // the day's first claims
+		e = &accountClaims{day: day, hashes: newClaimSet(len(hashes))} // the day's first claims
 	default:
 		return // nothing is known of the account's claims: its next batch reads them
 	}
 	if e.cached {
-		c.size -= len(e.hashes)
+		c.size -= e.hashes.len()
 		e.cached = false
 	}
 	if e == base {
@@ -190,8 +194,7 @@ func (c *claimCache) committed(no int32, base *accountClaims, from, to, position
 // add adds claims the meter learnt (c.mu held, or e not shared yet).
 func (e *accountClaims) add(hashes []int64) {
 	for _, h := range hashes {
-		if _, ok := e.hashes[h]; !ok {
-			e.hashes[h] = struct{}{}
+		if e.hashes.add(h) {
 			e.unsaved = append(e.unsaved, h)
 		}
 	}
@@ -210,13 +213,13 @@ func (c *claimCache) chunk(e *accountClaims) []int64 {
 // put makes e the account's entry (c.mu held) and keeps the cache within its bound.
 func (c *claimCache) put(no int32, e *accountClaims) {
 	if old := c.accounts[no]; old != nil && old.cached {
-		c.size -= len(old.hashes)
+		c.size -= old.hashes.len()
 		old.cached = false
 	}
 	c.tick++
 	e.used, e.cached = c.tick, true
 	c.accounts[no] = e
-	c.size += len(e.hashes)
+	c.size += e.hashes.len()
 	if c.size > c.max {
 		c.evict(no)
 	}
@@ -242,7 +245,7 @@ func (c *claimCache) evict(keep int32) {
 
 func (c *claimCache) forget(no int32) {
 	if e := c.accounts[no]; e != nil {
-		c.size -= len(e.hashes)
+		c.size -= e.hashes.len()
 		e.cached = false
 		delete(c.accounts, no)
 	}
