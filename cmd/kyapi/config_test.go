@@ -5,13 +5,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
-// The defaults (README, "Configuration"), and a bad RATE_LIMIT_PER_MINUTE or REDIS_TIMEOUT named.
+// The defaults (README, "Configuration"), and a bad RATE_LIMIT_PER_MINUTE, REDIS_TIMEOUT or
+// METER_MAX_CLAIMS named.
 func TestConfigDefaults(t *testing.T) {
-	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR", "RATE_LIMIT_PER_MINUTE", "ELASTICSEARCH_URL", "CANONICAL_BASE_URL", "LOG_LEVEL", "REDIS_TIMEOUT"} {
+	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR", "RATE_LIMIT_PER_MINUTE", "ELASTICSEARCH_URL", "CANONICAL_BASE_URL", "LOG_LEVEL", "REDIS_TIMEOUT", "METER_MAX_CLAIMS"} {
 		t.Setenv(v, "")
 	}
 	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
@@ -20,7 +22,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.ReadAddr != ":8080" || cfg.AdminAddr != "127.0.0.1:8081" || cfg.RateLimit != 60 || cfg.ElasticsearchURL != "" ||
-		cfg.CanonicalBaseURL != "http://localhost:8080" || cfg.LogLevel != "info" || cfg.RedisTimeout != time.Second {
+		cfg.CanonicalBaseURL != "http://localhost:8080" || cfg.LogLevel != "info" || cfg.RedisTimeout != time.Second ||
+		cfg.MeterMaxClaims != commands.DefaultMaxClaims {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for _, bad := range []string{"1", "0s", "-1s", "soon"} {
@@ -34,6 +37,17 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("REDIS_TIMEOUT=250ms: %v, %v", err, cfg.RedisTimeout)
 	}
 	t.Setenv("REDIS_TIMEOUT", "")
+	for _, bad := range []string{"0", "-5", "4M", "1e6"} {
+		t.Setenv("METER_MAX_CLAIMS", bad)
+		if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "METER_MAX_CLAIMS") {
+			t.Errorf("METER_MAX_CLAIMS=%s: %v; want an error naming it", bad, err)
+		}
+	}
+	t.Setenv("METER_MAX_CLAIMS", "10000000")
+	if cfg, err := app.LoadConfig(); err != nil || cfg.MeterMaxClaims != 10_000_000 {
+		t.Errorf("METER_MAX_CLAIMS=10000000: %v, %v", err, cfg.MeterMaxClaims)
+	}
+	t.Setenv("METER_MAX_CLAIMS", "")
 	t.Setenv("RATE_LIMIT_PER_MINUTE", "sixty")
 	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_MINUTE") {
 		t.Fatalf("RATE_LIMIT_PER_MINUTE=sixty: %v; want an error naming it", err)

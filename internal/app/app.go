@@ -184,8 +184,8 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {
-		meter = commands.NewMeter(store, clock, commands.MeterOptions{BeforeBatch: mets.BatchSize, OnClaimsRead: mets.ClaimsRead,
-			OnDecided: mets.Decided})
+		meter = commands.NewMeter(store, clock, commands.MeterOptions{MaxClaims: cfg.MeterMaxClaims,
+			BeforeBatch: mets.BatchSize, OnClaimsRead: mets.ClaimsRead, OnDecided: mets.Decided})
 		defer meter.Close()
 		mets.WatchMeter(meter.ClaimsHeld, meter.AccountsHeld)
 		go meter.Keys().Listen(ctx, func(err error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/ratelimit"
 )
 
@@ -35,6 +36,10 @@ type Config struct {
 	// to it (REDIS_TIMEOUT, default 1s): past it the request is counted in the process.
 	RedisURL     string
 	RedisTimeout time.Duration
+
+	// MeterMaxClaims bounds the dedup claims of the day the meter keeps in memory
+	// (METER_MAX_CLAIMS, default commands.DefaultMaxClaims; docs/operations.md, "Memory").
+	MeterMaxClaims int
 }
 
 // LoadConfig reads the configuration from the environment.
@@ -62,6 +67,10 @@ func LoadConfig() (Config, error) {
 		return c, fmt.Errorf("RATE_LIMIT_PER_MINUTE must be a positive integer, got %q", rl)
 	}
 	c.RateLimit = n
+	mc := envOr("METER_MAX_CLAIMS", strconv.Itoa(commands.DefaultMaxClaims))
+	if c.MeterMaxClaims, err = strconv.Atoi(mc); err != nil || c.MeterMaxClaims < 1 {
+		return c, fmt.Errorf("METER_MAX_CLAIMS must be a positive integer (claims held in memory, about 15 bytes each), got %q", mc)
+	}
 	rt := envOr("REDIS_TIMEOUT", ratelimit.DefaultRedisTimeout.String())
 	if c.RedisTimeout, err = time.ParseDuration(rt); err != nil || c.RedisTimeout <= 0 {
 		return c, fmt.Errorf("REDIS_TIMEOUT must be a positive duration such as 1s or 250ms, got %q", rt)
