@@ -14,6 +14,8 @@
 #   9. the embedded index benchmarks on 150,000 places
 #  10. a bonus grant to 100,000 accounts while paid load runs (bench/storebench, kyload -grant-at)
 #  11. the growth benchmark: one account's history at 10k … 10M events (bench/storebench growth)
+#  11b. late in a busy day: the paying accounts charged millions of places of the day
+#       (bench/storebench day), then metered place detail on a server started afresh
 #  12. bench/report writes docs/benchmarks.md
 # The metered runs (3) are bracketed by database size snapshots (bench/storebench size), for the
 # bytes a metered request costs.
@@ -21,6 +23,7 @@
 # Environment: DATABASE_URL (else the private cluster of scripts/devdb.sh), BENCH_PLACES
 # (150000), BENCH_SECONDS per load run (20), BENCH_CONNECTIONS (64), BENCH_ACCOUNTS (200),
 # BENCH_GRANT_ACCOUNTS (100000), BENCH_GROWTH_SIZES (10000,100000,1000000,10000000),
+# BENCH_DAY_CHARGES (2500000),
 # BENCH_OUT (raw results; a new temporary directory by default), BENCH_DOC (docs/benchmarks.md).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,6 +35,7 @@ conns=${BENCH_CONNECTIONS:-64}
 naccounts=${BENCH_ACCOUNTS:-200}
 grant_accounts=${BENCH_GRANT_ACCOUNTS:-100000}
 growth_sizes=${BENCH_GROWTH_SIZES:-10000,100000,1000000,10000000}
+day_charges=${BENCH_DAY_CHARGES:-2500000}
 mix=${BENCH_MIX:-detail=70,list=10,search=10,menu=10}
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kyapi-bench.XXXXXX")}
 doc=${BENCH_DOC:-docs/benchmarks.md}
@@ -220,6 +224,18 @@ stop_server
 start_server serve-growth "$out/bin/kyapi" serve
 "$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration 3s -connections 16 -mix detail=100 -label warmup >/dev/null
 load growth-after detail=100
+stop_server
+
+log "late in a busy day: the paying accounts charged $day_charges more places of the day"
+"$out/bin/storebench" day -keys "$out/keys.txt" -places "$out/places.tsv" -charges "$day_charges" -out "$out/day.json"
+start_server serve-day "$out/bin/kyapi" serve
+# Waits for every projection to catch up with the day's charges, so that they do not run with the load.
+"$out/bin/storebench" size -label day -out "$out/size-day.json"
+# Unmeasured, as long as a run: each account's first charge reads its day of claims back.
+"$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration "${secs}s" \
+  -connections "$conns" -mix detail=100 -label warmup >/dev/null
+load day-late detail=100
+curl -fsS -H "Authorization: Bearer $ADMIN_TOKEN" "$admin_url/metrics" | grep -E '^kyapi_meter_claim' >"$out/day-metrics.txt" || true
 stop_server
 
 log "writing $doc"

@@ -363,6 +363,7 @@ func (r *report) write() string {
 	r.index()
 	r.grant()
 	r.growth()
+	r.day()
 	r.targetTable()
 	r.bounds(md, un, charge, single, batched, okC && okS && okB)
 	r.profile()

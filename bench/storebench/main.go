@@ -11,6 +11,9 @@
 //	    with the event store's own append (eventstore.Batch).
 //	storebench grant-check -outage ID -out grant-check.json
 //	    whether a bonus grant credited every eligible account exactly once, and nothing else.
+//	storebench day -keys keys.txt -places places.tsv -charges 2500000 -out day.json
+//	    a busy day of the paying accounts: each charged for thousands of distinct places through
+//	    commands.Meter, so that a serving process must hold millions of dedup claims of the day.
 //	storebench growth -sizes 10000,100000,1000000,10000000 -out growth.json
 //	    one account's history grown to each size in bulk through eventstore.Batch, and at each
 //	    size the admin reads (over HTTP) and `kyapi audit` timed.
@@ -37,13 +40,13 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: storebench size|accounts|grant-check|growth [flags]")
+		fmt.Fprintln(os.Stderr, "usage: storebench size|accounts|grant-check|day|growth [flags]")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cmds := map[string]func(context.Context, []string) error{
-		"size": runSize, "accounts": runAccounts, "grant-check": runGrantCheck, "growth": runGrowth,
+		"size": runSize, "accounts": runAccounts, "grant-check": runGrantCheck, "day": runDay, "growth": runGrowth,
 	}
 	cmd, ok := cmds[os.Args[1]]
 	if !ok {
