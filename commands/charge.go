@@ -213,7 +213,7 @@ const (
 	lockAccountsSQL = `SELECT account_id, stream_no, balance, coalesce(to_char(claims_day, 'YYYY-MM-DD'), ''), coalesce(claims_from, 0)
 		FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`
 	keyStatesSQL = `SELECT key_id, account_id, state, grace_until FROM api_keys WHERE key_id = ANY($1)`
-	// chargeSQL writes a batch (migration 0016): see kyapi_charge.
+	// chargeSQL writes a batch (migration 0023): see kyapi_charge.
 	chargeSQL = `SELECT stale, head_nos, head_positions FROM kyapi_charge($1, $2, $3, $4, $5, $6, $7, $8, $9, $10,
 		$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`
 )

@@ -235,3 +235,52 @@ func TestStoredDetailsRenderedBeforeTheNewFieldTrustHoldForNoInstant(t *testing.
 		t.Fatalf("p2, never rendered, is left as it was: %v %v", untouched, err)
 	}
 }
+
+// kyapi_charge (migration 0023) moves each stream it was given to check to the hash and
+// position of its newest event in the batch, and a batch with events of a stream it was not
+// given to check raises KY001 with nothing written.
+func TestTheChargeFunctionMovesEachHeadToItsNewestEventOrRaises(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var no int32
+	if err := pool.QueryRow(ctx, `INSERT INTO streams (stream_id) VALUES ('account-acc_charge_fn') RETURNING stream_no`).Scan(&no); err != nil {
+		t.Fatal(err)
+	}
+	h1, h2 := make([]byte, 32), make([]byte, 32)
+	h1[0], h2[0] = 1, 2
+	at := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	call := func(checked []int32, versions []int64) (headNos []int32, positions []int64, err error) {
+		err = pool.QueryRow(ctx, `SELECT head_nos, head_positions FROM kyapi_charge($1, $2,
+			'{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}', '{}',
+			$3, $4, $5, $6, $7, $8, $9)`,
+			checked, versions,
+			[]int32{no, no}, []int64{1, 2}, []time.Time{at, at}, []string{"RequestCharged", "RequestCharged"},
+			[][]byte{h1, h2}, []string{`{"k":1}`, `{"k":2}`}, []string{`{}`, `{}`}).Scan(&headNos, &positions)
+		return headNos, positions, err
+	}
+
+	if _, _, err := call([]int32{}, []int64{}); err == nil || !strings.Contains(err.Error(), "KY001") {
+		t.Fatalf("events of a stream not checked: %v; want KY001", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE stream_no = $1`, no).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d events written by the refused batch (%v)", n, err)
+	}
+
+	headNos, positions, err := call([]int32{no}, []int64{0})
+	if err != nil || len(headNos) != 1 || headNos[0] != no {
+		t.Fatalf("heads %v %v", headNos, err)
+	}
+	var version, position int64
+	var hash []byte
+	if err := pool.QueryRow(ctx, `SELECT version, head_hash, head_position FROM streams WHERE stream_no = $1`, no).Scan(&version, &hash, &position); err != nil {
+		t.Fatal(err)
+	}
+	var newest int64
+	if err := pool.QueryRow(ctx, `SELECT position FROM events WHERE stream_no = $1 AND version = 2`, no).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	if version != 2 || string(hash) != string(h2) || position != newest || positions[0] != newest {
+		t.Fatalf("head v%d hash %x at %d (returned %v); want v2 hash %x at %d", version, hash, position, positions, h2, newest)
+	}
+}
