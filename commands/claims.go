@@ -63,6 +63,9 @@ type claimCache struct {
 	max      int
 	tick     uint64
 	day      string // the newest UTC day a batch charged on; older entries are swept when it moves
+	// forgotten counts the accounts whose claims were forgotten to stay within max (not those of
+	// a day gone by): each is read back from the store when it is next charged.
+	forgotten int64
 }
 
 // accountClaims is one account's claims. Through version it holds every resource paid by the
@@ -240,6 +243,7 @@ func (c *claimCache) evict(keep int32) {
 			break
 		}
 		c.forget(no)
+		c.forgotten++
 	}
 }
 
@@ -267,6 +271,14 @@ func (c *claimCache) newDay(now time.Time) {
 			c.forget(no)
 		}
 	}
+}
+
+// forgottenForBound is how many accounts' claims were forgotten to stay within the bound
+// (Meter.ClaimsForgotten).
+func (c *claimCache) forgottenForBound() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.forgotten
 }
 
 // held is how many claims the cache holds (Meter.ClaimsHeld).

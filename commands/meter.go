@@ -167,6 +167,12 @@ func (m *Meter) laneOf(accountID string) *lane {
 // but for the account being charged).
 func (m *Meter) ClaimsHeld() int { return m.claims.held() }
 
+// ClaimsForgotten is how many times the meter forgot an account's dedup claims to stay within
+// MeterOptions.MaxClaims (a new UTC day forgetting the day before is not counted). Each is read
+// back from the store when the account is next charged: steadily rising under load, it means
+// the day's claims outgrow the bound (docs/operations.md, "The maintenance loop").
+func (m *Meter) ClaimsForgotten() int64 { return m.claims.forgottenForBound() }
+
 // AccountsHeld is how many accounts' state the meter keeps in memory.
 func (m *Meter) AccountsHeld() int { return m.states.held() }
 

@@ -823,12 +823,21 @@ func TestAMeterKeepsItsClaimsWithinItsBoundAndReadsForgottenOnesBack(t *testing.
 	if held := s.meter.ClaimsHeld(); held == 0 {
 		t.Fatal("no claims held")
 	}
+	// Five accounts of six claims each, twice over, in a bound of ten: each charge after the
+	// first forgot at least one account.
+	forgotten := s.meter.ClaimsForgotten()
+	if forgotten < 9 {
+		t.Fatalf("%d accounts' claims counted as forgotten for the bound; want at least 9", forgotten)
+	}
 	clk.Advance(24 * time.Hour)
 	if res, err := s.charge(hashes[0], domain.OpPlaceList, list(1, 2)...); err != nil || res.Credits != 2 {
 		t.Fatalf("next day: %+v %v", res.ChargeDecision, err)
 	}
 	if held := s.meter.ClaimsHeld(); held != 2 {
 		t.Fatalf("%d claims held on the next day; want only its 2", held)
+	}
+	if n := s.meter.ClaimsForgotten(); n != forgotten {
+		t.Fatalf("the new day's sweep counted as forgotten for the bound: %d, was %d", n, forgotten)
 	}
 }
 

@@ -187,7 +187,8 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		meter = commands.NewMeter(store, clock, commands.MeterOptions{MaxClaims: cfg.MeterMaxClaims,
 			BeforeBatch: mets.BatchSize, OnClaimsRead: mets.ClaimsRead, OnDecided: mets.Decided})
 		defer meter.Close()
-		mets.WatchMeter(meter.ClaimsHeld, meter.AccountsHeld)
+		mets.WatchMeter(meter.ClaimsHeld, meter.ClaimsForgotten, meter.AccountsHeld)
+		go watchClaims(ctx, meter, cfg.MeterMaxClaims, log)
 		go meter.Keys().Listen(ctx, func(err error) {
 			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
 		})
@@ -342,6 +343,47 @@ func maintain(ctx context.Context, store *eventstore.Store, clock func() time.Ti
 		case <-t.C:
 		}
 	}
+}
+
+// watchClaims warns, at most once a minute, when the meter forgot accounts' dedup claims in
+// the minute before to stay within METER_MAX_CLAIMS: every one of them is read back from the
+// store when it is next charged, and once the day's claims outgrow the bound that is most
+// batches, at about twice the cost of a metered request (docs/operations.md, "The maintenance
+// loop").
+func watchClaims(ctx context.Context, meter *commands.Meter, max int, log *logrus.Logger) {
+	t := time.NewTicker(maintenanceEvery)
+	defer t.Stop()
+	w := claimsWatcher{meter: meter, max: max, log: log, last: meter.ClaimsForgotten()}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			w.check()
+		}
+	}
+}
+
+// claimsWatcher is watchClaims's state between two looks at the meter.
+type claimsWatcher struct {
+	meter interface {
+		ClaimsForgotten() int64
+		ClaimsHeld() int
+	}
+	max  int
+	log  *logrus.Logger
+	last int64 // ClaimsForgotten at the last look
+}
+
+// check warns if the meter forgot claims for its bound since the last look.
+func (w *claimsWatcher) check() {
+	n := w.meter.ClaimsForgotten()
+	if n <= w.last {
+		return
+	}
+	w.log.WithFields(logrus.Fields{"accounts_forgotten": n - w.last, "claims_held": w.meter.ClaimsHeld(), "meter_max_claims": w.max}).
+		Warn("the meter forgot accounts' dedup claims of the day to stay within METER_MAX_CLAIMS; each is read back from the store when it is next charged, which slows metered requests: raise METER_MAX_CLAIMS")
+	w.last = n
 }
 
 // Header limits: past headerLimit a request gets a 431 with the error body; past

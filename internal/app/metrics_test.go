@@ -112,6 +112,7 @@ func TestMetricsCountTheTrafficTheServiceAnswered(t *testing.T) {
 	atLeast(`kyapi_read_refused_total{status="429"}`, 1)
 	atLeast(`kyapi_meter_batch_size_count`, 2)
 	atLeast(`kyapi_meter_claims_held`, 1) // the places paid above
+	atLeast(`kyapi_meter_claims_forgotten_total`, 0)
 	atLeast(`kyapi_meter_claim_reads_total{kind="cold"}`, 0)
 	atLeast(`kyapi_meter_claim_reads_total{kind="behind"}`, 0)
 	atLeast(`kyapi_meter_decisions_total{from="lock"}`, 2)   // each account's first charge

@@ -165,12 +165,16 @@ func (m *Metrics) Decided(fromMemory, underLock int) {
 }
 
 // WatchMeter reports, at each scrape, what the meter keeps in memory: kyapi_meter_claims_held
-// (commands.Meter.ClaimsHeld) and kyapi_meter_accounts_held (commands.Meter.AccountsHeld).
-func (m *Metrics) WatchMeter(claims, accounts func() int) {
+// (commands.Meter.ClaimsHeld), kyapi_meter_claims_forgotten_total (commands.Meter.ClaimsForgotten)
+// and kyapi_meter_accounts_held (commands.Meter.AccountsHeld).
+func (m *Metrics) WatchMeter(claims func() int, forgotten func() int64, accounts func() int) {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kyapi_meter_claims_held",
 		Help: "Dedup claims (resources paid today, per account) the meter keeps in memory.",
-	}, func() float64 { return float64(claims()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	}, func() float64 { return float64(claims()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "kyapi_meter_claims_forgotten_total",
+		Help: "Accounts whose dedup claims of the day the meter forgot to stay within METER_MAX_CLAIMS; each is read back from the store when next charged.",
+	}, func() float64 { return float64(forgotten()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "kyapi_meter_accounts_held",
 		Help: "Accounts whose state (balance, stream head, keys) the meter keeps in memory to decide their charges without reading them first.",
 	}, func() float64 { return float64(accounts()) }))
