@@ -41,11 +41,11 @@ func Maintain(ctx context.Context, store *eventstore.Store, now time.Time) (part
 // DefaultMaxClaims bounds the claims a meter keeps in memory (MeterOptions.MaxClaims; `kyapi
 // serve` takes METER_MAX_CLAIMS): 45 to 85 MB (a claim takes 11 to 21 bytes of claimSet).
 // Past it, the accounts charged longest ago are forgotten; their claims are read again from
-// the store when they next need them. Every account is as likely to be charged next, so once
-// the day's claims of the accounts a process charges outgrow the bound, most batches read some
-// account's whole day back (a few thousand claims each) and the metered path costs about
-// twice as much: the bound is for the claims a process sees in a busy day, not for a few hours
-// of it (docs/operations.md, "The maintenance loop").
+// the store when they next need them. Where accounts are charged about evenly (no account
+// waits long for its next charge), once the day's claims of the accounts a process charges
+// outgrow the bound most batches read some account's whole day back (thousands of claims) and
+// the metered path costs about twice as much: the bound is for the claims a process sees in a
+// busy day, not for a few hours of it (docs/operations.md, "The maintenance loop").
 const DefaultMaxClaims = 4_000_000
 
 // claimCache holds, for the accounts this process charges, the resources each has paid for on

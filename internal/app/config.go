@@ -38,7 +38,8 @@ type Config struct {
 	RedisTimeout time.Duration
 
 	// MeterMaxClaims bounds the dedup claims of the day the meter keeps in memory
-	// (METER_MAX_CLAIMS, default commands.DefaultMaxClaims; docs/operations.md, "Memory").
+	// (METER_MAX_CLAIMS, default commands.DefaultMaxClaims; docs/operations.md, "The maintenance
+	// loop").
 	MeterMaxClaims int
 }
 
