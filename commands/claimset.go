@@ -1,5 +1,10 @@
 package commands
 
+import (
+	"math/bits"
+	"math/rand/v2"
+)
+
 // claimSet is a set of resource hashes (ResourceHash) kept in a flat table of int64s, open
 // addressing with linear probing: about 11 to 21 bytes a claim (the table is at most three
 // quarters full and doubles when it would be fuller), where a Go map takes about 26, and
@@ -8,19 +13,36 @@ package commands
 // claim takes decide how many fit before the meter must forget accounts and read their
 // claims back from the store.
 //
-// Resource hashes are the first 8 bytes of a SHA-256, so their low bits are already uniform:
-// they index the table as they are. 0 marks an empty slot; the claim 0 itself is kept aside.
+// A claim's slot is taken from the high bits of its hash times claimSeed, an odd number drawn
+// when the process starts. Resource hashes are SHA-256 prefixes, uniform enough as they are,
+// but a client chooses what it requests (a parameterized list's identity holds its
+// parameters) and could search offline for resources whose hashes share their low bits,
+// piling its claims into one run of slots that every lookup of its account then walks; not
+// knowing the seed, it cannot. 0 marks an empty slot; the claim 0 itself is kept aside.
 type claimSet struct {
 	slots   []int64
-	n       int // claims in slots
+	shift   uint8 // 64 − log2(len(slots)): home keeps the top bits
+	n       int   // claims in slots
 	hasZero bool
+}
+
+// claimSeed scatters the claims of every claimSet of this process (see claimSet).
+var claimSeed = rand.Uint64() | 1
+
+// home is h's first slot.
+func (s *claimSet) home(h int64) uint64 { return (uint64(h) * claimSeed) >> s.shift }
+
+// makeTable gives the set an empty table of size slots (a power of two).
+func (s *claimSet) makeTable(size int) {
+	s.slots = make([]int64, size)
+	s.shift = uint8(64 - bits.TrailingZeros(uint(size)))
 }
 
 // newClaimSet returns a set sized for about n claims.
 func newClaimSet(n int) claimSet {
 	var s claimSet
 	if n > 0 {
-		s.slots = make([]int64, tableSize(n))
+		s.makeTable(tableSize(n))
 	}
 	return s
 }
@@ -52,7 +74,7 @@ func (s *claimSet) has(h int64) bool {
 		return false
 	}
 	mask := uint64(len(s.slots) - 1)
-	for i := uint64(h) & mask; ; i = (i + 1) & mask {
+	for i := s.home(h); ; i = (i + 1) & mask {
 		switch s.slots[i] {
 		case h:
 			return true
@@ -73,7 +95,7 @@ func (s *claimSet) add(h int64) bool {
 		s.grow()
 	}
 	mask := uint64(len(s.slots) - 1)
-	for i := uint64(h) & mask; ; i = (i + 1) & mask {
+	for i := s.home(h); ; i = (i + 1) & mask {
 		switch s.slots[i] {
 		case h:
 			return false
@@ -88,13 +110,13 @@ func (s *claimSet) add(h int64) bool {
 // grow doubles the table (or makes the first one) and places every claim again.
 func (s *claimSet) grow() {
 	old := s.slots
-	s.slots = make([]int64, max(16, 2*len(old)))
+	s.makeTable(max(16, 2*len(old)))
 	mask := uint64(len(s.slots) - 1)
 	for _, h := range old {
 		if h == 0 {
 			continue
 		}
-		i := uint64(h) & mask
+		i := s.home(h)
 		for s.slots[i] != 0 {
 			i = (i + 1) & mask
 		}

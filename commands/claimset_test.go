@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// TestAClaimSetHoldsWhatAMapHolds adds and looks up random hashes, the hash 0, and hashes
-// that share their low bits (so that they probe past each other and wrap around the end of
-// the table), and compares every answer with a map's.
+// TestAClaimSetHoldsWhatAMapHolds adds and looks up random hashes, the hash 0, negative ones
+// and hashes that share their low bits, at every load of tables of many sizes (so that runs
+// of claims probe past each other and wrap around the end of the table), and compares every
+// answer with a map's.
 func TestAClaimSetHoldsWhatAMapHolds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 50 {
@@ -23,8 +24,7 @@ func TestAClaimSetHoldsWhatAMapHolds(t *testing.T) {
 			case 0:
 				h = 0
 			case 1:
-				// same low 12 bits, and near the top of a 4096-slot table
-				h = int64(rng.Uint64()<<12 | 0xffd)
+				h = int64(rng.Uint64()<<12 | 0xffd) // the same low 12 bits
 			case 2:
 				h = -rng.Int64N(100)
 			case 3:
@@ -92,6 +92,33 @@ func TestAClaimSetTakesAtMost21BytesAClaim(t *testing.T) {
 			if per := float64(8*len(s.slots)) / float64(n); per > 8/0.375+0.01 {
 				t.Fatalf("%d claims take %d slots: %.1f bytes a claim", n, len(s.slots), per)
 			}
+		}
+	}
+}
+
+// A client that chose its resources so that their hashes share their low bits (or their high
+// bits) does not pile its claims into one run of slots: the longest walk from a claim's first
+// slot stays short. Indexed by the hash's own low bits, 4,096 such claims would form one run
+// of 4,096.
+func TestClaimsWhoseHashesShareBitsDoNotPileUp(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, craft := range map[string]func() int64{
+		"low bits":  func() int64 { return int64(rng.Uint64()<<20 | 0x5a5a5) },
+		"high bits": func() int64 { return int64(rng.Uint64()>>20 | 0x7ab<<52) },
+	} {
+		var s claimSet
+		for s.len() < 4096 {
+			s.add(craft())
+		}
+		mask := uint64(len(s.slots) - 1)
+		longest := uint64(0)
+		for i, h := range s.slots {
+			if h != 0 {
+				longest = max(longest, (uint64(i)-s.home(h))&mask)
+			}
+		}
+		if longest > 200 {
+			t.Fatalf("%s: a claim lies %d slots past its first slot in a table of %d", name, longest, len(s.slots))
 		}
 	}
 }
