@@ -197,7 +197,7 @@ log "kyapi rebuild"
 # Events per kind of stream: the catalog and the place index read only their own streams.
 psql "$db_url" -AtF $'\t' -c "SELECT split_part(stream_id, '-', 1), sum(version) FROM streams GROUP BY 1 ORDER BY 1" >"$out/rebuild-streams.txt"
 # The embedded index's own share of its rebuild: the same number of generated places, no database.
-go test -run '^$' -bench 'Rebuild150k' -benchtime 1x -count 1 ./projections/placeindex/bleveindex/ | tee "$out/bleve-rebuild.txt"
+GOGC=400 go test -run '^$' -bench 'Rebuild150k' -benchtime 1x -count 1 ./projections/placeindex/bleveindex/ | tee "$out/bleve-rebuild.txt"
 
 log "digest and verify on a store of 1,000,000 events"
 DATABASE_URL=$base_url go test -run '^$' -bench 'BenchmarkDigest1M' -benchtime 1x -count 1 ./audit/ | tee "$out/digest.txt"

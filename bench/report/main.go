@@ -449,8 +449,8 @@ func (r *report) rebuild() {
 			for _, n := range kinds {
 				total += float64(n)
 			}
-			r.p("The embedded index alone, fed 150,000 generated places in batches of 2,000 as a rebuild writes them, with no database")
-			r.p("(`go test -bench Rebuild150k ./projections/placeindex/bleveindex/`, shorter texts than the demo's),")
+			r.p("The embedded index alone, fed 150,000 generated places in batches of 5,000 as a rebuild writes them, with no database")
+			r.p("(`GOGC=400 go test -bench Rebuild150k ./projections/placeindex/bleveindex/`, shorter texts than the demo's),")
 			r.p("indexed %s places/s: %.0f µs a place in bleve's analysis, segment building and merges. At that",
 				thousands(b.Metrics["places/s"]), perPlace*1e6)
 			r.p("rate alone, reading and decoding nothing, this store's %s places take %.1f s, so its place index",
@@ -779,7 +779,7 @@ func (r *report) reproduce() {
 	r.p("# the pieces")
 	r.p("BENCH_DATABASE_URL=$DATABASE_URL go test -run '^$' -bench . -benchtime 5s ./bench/pgceiling/")
 	r.p("DATABASE_URL=... bin/kyapi rebuild")
-	r.p("go test -run '^$' -bench Rebuild150k -benchtime 1x ./projections/placeindex/bleveindex/   # the embedded index's share of a rebuild")
+	r.p("GOGC=400 go test -run '^$' -bench Rebuild150k -benchtime 1x ./projections/placeindex/bleveindex/   # the embedded index's share of a rebuild")
 	r.p("go test -run '^$' -bench BenchmarkDigest1M -benchtime 1x ./audit/")
 	r.p("go test -run '^$' -bench 'Near150k|ListQ150k' -benchtime 2000x ./projections/placeindex/bleveindex/")
 	r.p("go build -o bin/storebench ./bench/storebench   # database sizes, bulk accounts, grant check, growth")
