@@ -27,9 +27,9 @@ func (PlaceIndex) MaxBatch() int { return 1000 }
 
 // rebuildBatch bounds the events of one batch of a rebuild: a generation being filled is
 // written in bigger batches than a live catch-up (fewer segments for the embedded index to
-// merge), which `kyapi rebuild` can spend the memory on. 5,000 rather than 2,000 took a
-// 150,000-place rebuild from 15.0–16.3 s to 14.0 s (with GOGC=400) for about 500 MB more at
-// its peak (docs/operations.md, "kyapi rebuild").
+// merge), which `kyapi rebuild` can spend the memory on. At GOGC=400, 5,000 rather than 2,000
+// took a 150,000-place rebuild from 14.5 s to 14.0 s, for about 500 MB more at its peak
+// (docs/operations.md, "kyapi rebuild").
 const rebuildBatch = 5000
 
 // placeTypes are the events the index reads: nothing but places.

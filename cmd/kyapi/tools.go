@@ -121,7 +121,7 @@ func runRebuild(ctx context.Context, args []string) error {
 	// A rebuild allocates far more than it keeps (decoded records, rendered rows, the embedded
 	// index's analysis): letting the heap grow to five times what is live (GOGC=400) rather
 	// than twice cut the catalog's rebuild by a tenth and the place index's by about a sixth,
-	// for a peak of about 1.8 GB at 150,000 places (docs/operations.md). A GOGC the operator set
+	// for a peak of about 2 GB at 150,000 places (docs/operations.md). A GOGC the operator set
 	// is kept.
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(400))
