@@ -120,7 +120,7 @@ func runRebuild(ctx context.Context, args []string) error {
 	defer index.Close()
 	// A rebuild allocates far more than it keeps (decoded records, rendered rows, the embedded
 	// index's analysis): letting the heap grow to five times what is live (GOGC=400) rather
-	// than twice cut the catalog's rebuild by a tenth and the place index's by about a sixth,
+	// than twice cut the catalog's rebuild by a tenth and the place index's by about a fifth,
 	// for a peak of about 2 GB at 150,000 places (docs/operations.md). A GOGC the operator set
 	// is kept.
 	if os.Getenv("GOGC") == "" {
