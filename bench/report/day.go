@@ -1,11 +1,5 @@
 package main
 
-import (
-	"bufio"
-	"strconv"
-	"strings"
-)
-
 // dayRun is what `storebench day` did (day.json).
 type dayRun struct {
 	Accounts      int     `json:"accounts"`
@@ -58,18 +52,4 @@ func (r *report) day() {
 	r.p("")
 	r.check("metered detail late in a busy day / on a server started afresh before it (this project's guard)", "≥ 0.8×",
 		late.Overall.RPS/fresh.Overall.RPS, 0.8, true, "×")
-}
-
-// metricValue is the value of the sample named name (with its labels, as written) in a
-// Prometheus text exposition.
-func metricValue(text, name string) (float64, bool) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, name+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v, err == nil
-		}
-	}
-	return 0, false
 }

@@ -551,25 +551,26 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 // kyapi_meter_batch_size_count and _sum scraped before and after it (bench/run.sh).
 func (r *report) batchesOf(run string) (batches, charges float64, ok bool) {
 	read := func(when string) (count, sum float64, ok bool) {
-		var seen int
-		for line := range strings.Lines(r.text(run + ".batches-" + when)) {
-			name, value, found := strings.Cut(strings.TrimSpace(line), " ")
-			v, err := strconv.ParseFloat(value, 64)
-			if !found || err != nil {
-				continue
-			}
-			switch name {
-			case "kyapi_meter_batch_size_count":
-				count, seen = v, seen|1
-			case "kyapi_meter_batch_size_sum":
-				sum, seen = v, seen|2
-			}
-		}
-		return count, sum, seen == 3
+		text := r.text(run + ".batches-" + when)
+		count, okCount := metricValue(text, "kyapi_meter_batch_size_count")
+		sum, okSum := metricValue(text, "kyapi_meter_batch_size_sum")
+		return count, sum, okCount && okSum
 	}
 	c0, s0, ok0 := read("before")
 	c1, s1, ok1 := read("after")
 	return c1 - c0, s1 - s0, ok0 && ok1
+}
+
+// metricValue is the value of the sample named name (with its labels, as written) in a
+// Prometheus text exposition.
+func metricValue(text, name string) (float64, bool) {
+	for line := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(line, name+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 // groupWiring says how kyapi serve wires the meter in this checkout.
