@@ -65,6 +65,20 @@ func (s *claimSet) len() int {
 	return s.n
 }
 
+// slot is where h is (found) or, if it is not in the set, the empty slot where it goes: the
+// first of its run from its home. h is not 0, and the table has an empty slot.
+func (s *claimSet) slot(h int64) (i uint64, found bool) {
+	mask := uint64(len(s.slots) - 1)
+	for i = s.home(h); ; i = (i + 1) & mask {
+		switch s.slots[i] {
+		case h:
+			return i, true
+		case 0:
+			return i, false
+		}
+	}
+}
+
 // has tells whether h is in the set.
 func (s *claimSet) has(h int64) bool {
 	if h == 0 {
@@ -73,15 +87,8 @@ func (s *claimSet) has(h int64) bool {
 	if len(s.slots) == 0 {
 		return false
 	}
-	mask := uint64(len(s.slots) - 1)
-	for i := s.home(h); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case h:
-			return true
-		case 0:
-			return false
-		}
-	}
+	_, found := s.slot(h)
+	return found
 }
 
 // add puts h in the set and tells whether it was not there yet.
@@ -94,32 +101,23 @@ func (s *claimSet) add(h int64) bool {
 	if (s.n+1)*4 > len(s.slots)*3 {
 		s.grow()
 	}
-	mask := uint64(len(s.slots) - 1)
-	for i := s.home(h); ; i = (i + 1) & mask {
-		switch s.slots[i] {
-		case h:
-			return false
-		case 0:
-			s.slots[i] = h
-			s.n++
-			return true
-		}
+	i, found := s.slot(h)
+	if found {
+		return false
 	}
+	s.slots[i] = h
+	s.n++
+	return true
 }
 
 // grow doubles the table (or makes the first one) and places every claim again.
 func (s *claimSet) grow() {
 	old := s.slots
 	s.makeTable(max(16, 2*len(old)))
-	mask := uint64(len(s.slots) - 1)
 	for _, h := range old {
-		if h == 0 {
-			continue
+		if h != 0 {
+			i, _ := s.slot(h) // each claim is in old once: never found
+			s.slots[i] = h
 		}
-		i := s.home(h)
-		for s.slots[i] != 0 {
-			i = (i + 1) & mask
-		}
-		s.slots[i] = h
 	}
 }
