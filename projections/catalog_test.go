@@ -387,3 +387,54 @@ func newIndex(t *testing.T) placeindex.Index {
 	t.Cleanup(func() { idx.Close() })
 	return idx
 }
+
+// The catalog decodes place payloads with a faster decoder than encoding/json (decodePlace):
+// for every demo place, and for payloads at the edges of JSON, it must give what encoding/json
+// gives, and refuse what it refuses.
+func TestAPlacePayloadDecodesAsEncodingJSONDecodesIt(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	var buf bytes.Buffer
+	if _, err := demodata.Write(&buf, demodata.Config{Places: 2000, Today: catalogNow}); err != nil {
+		t.Fatal(err)
+	}
+	var payloads [][]byte
+	for _, e := range catalogImport(t, pool, buf.Bytes()) {
+		if e.Type == domain.EventPlaceImported {
+			payloads = append(payloads, e.Payload)
+		}
+	}
+	if len(payloads) != 2000 {
+		t.Fatalf("%d place events, want 2000", len(payloads))
+	}
+	edges := []string{
+		`{"place_id":"plc_1","name":"Caf\u00e9 \"Ol\u00e9\" \ud83c\udf54","category":"food","town_slug":null,"latitude":null}`,
+		`{"place_id":"plc_2","name":"bad \ud800 surrogate","rating":4.999999999999999,"rating_count":0}`,
+		`{"place_id":"plc_3","name":"x","name":"duplicate keys: the last wins","PLACE_ID":"case folds"}`,
+		`{"place_id":"plc_4","sources":{"phone":[{"source":"a","value":1e300,"observed_at":"2026-11-25T10:00:00.123456Z"},` +
+			`{"source":"b","value":{"nested":[1,"two",null,true]},"observed_at":"2026-11-25T10:00:00Z"},` +
+			`{"source":"c","value":-0.0,"observed_at":"2026-11-25T10:00:00+02:00"}]}}`,
+		`{"place_id":"plc_5","menu":[{"name":"Burgoo","price":6.5,"description":null}],"hours":{"mon":[]},"unknown":{"a":[1,2]}}`,
+		`{"place_id":"plc_6","name":"tab\there, nul \u0000 and line\nbreak"}` + "  \n",
+		"{\"place_id\":\"plc_7\",\"name\":\"raw invalid UTF-8: \xff\xfe\"}",
+		`{"place_id":"plc_8","rating_count":1.5}`,
+		`{"place_id":"plc_9","latitude":"36.1"}`,
+		`{"place_id":"plc_10",}`,
+		`{"place_id":"plc_11"} trailing`,
+		`[]`,
+		``,
+	}
+	for _, e := range edges {
+		payloads = append(payloads, []byte(e))
+	}
+	for i, p := range payloads {
+		var want, got domain.Place
+		wantErr := json.Unmarshal(p, &want)
+		gotErr := projections.DecodePlace(p, &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("payload %d %.80q: encoding/json says %v, decodePlace says %v", i, p, wantErr, gotErr)
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("payload %d %.80q decodes to\n%+v\nnot as encoding/json does to\n%+v", i, p, got, want)
+		}
+	}
+}

@@ -7,3 +7,6 @@ func SetUsageBufferRows(n int) (restore func()) {
 	usageBufferRows = n
 	return func() { usageBufferRows = old }
 }
+
+// DecodePlace is decodePlace, for the test that holds it to encoding/json.
+var DecodePlace = decodePlace
