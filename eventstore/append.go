@@ -133,9 +133,12 @@ func (b *Batch) Add(h *Head, at time.Time, events ...NewEvent) (time.Time, error
 		if err != nil {
 			return at, err
 		}
-		meta, err := json.Marshal(e.Metadata)
-		if err != nil {
-			return at, err
+		meta, metaText := emptyMetadataJSON, emptyMetadata
+		if e.Metadata != (Metadata{}) {
+			if meta, err = json.Marshal(e.Metadata); err != nil {
+				return at, err
+			}
+			metaText = string(meta)
 		}
 		version := h.Version + 1
 		sum := EventHash(h.Hash, h.ID, version, e.Type, payload, meta, at)
@@ -145,13 +148,28 @@ func (b *Batch) Add(h *Head, at time.Time, events ...NewEvent) (time.Time, error
 		b.evTypes = append(b.evTypes, e.Type)
 		b.evHashes = append(b.evHashes, sum[:])
 		b.evPayloads = append(b.evPayloads, string(payload))
-		b.evMetadata = append(b.evMetadata, string(meta))
+		b.evMetadata = append(b.evMetadata, metaText)
 		h.Version, h.Hash, h.At = version, sum, at
 	}
 	return at, nil
 }
 
+// JSONAppender is a payload that appends its own JSON, exactly what json.Marshal would write
+// for it, sparing the append json.Marshal's reflection (domain.RequestCharged: the event of
+// every metered request).
+type JSONAppender interface {
+	AppendJSON(b []byte) []byte
+}
+
+// emptyMetadata is json.Marshal(Metadata{}), what nearly every event carries (only read).
+const emptyMetadata = "{}"
+
+var emptyMetadataJSON = []byte(emptyMetadata)
+
 func marshalPayload(e NewEvent) ([]byte, error) {
+	if a, ok := e.Payload.(JSONAppender); ok {
+		return a.AppendJSON(make([]byte, 0, 128)), nil
+	}
 	if raw, ok := e.Payload.(json.RawMessage); ok {
 		if !json.Valid(raw) {
 			return nil, fmt.Errorf("eventstore: %s payload is not JSON", e.Type)

@@ -77,6 +77,39 @@ func TestAppendAtTheHeadAndReadTheStreamBackWithItsHashChain(t *testing.T) {
 	}
 }
 
+// appendsItself encodes itself (eventstore.JSONAppender), here differently from json.Marshal,
+// so the test can tell which encoding was stored.
+type appendsItself struct{ N int }
+
+func (a appendsItself) AppendJSON(b []byte) []byte { return fmt.Appendf(b, `{"appended":%d}`, a.N) }
+
+// A payload that appends its own JSON is stored as it appends it, and an event without
+// metadata stores what json.Marshal gives for none; both are what was hashed.
+func TestAnAppendingPayloadAndEmptyMetadataAreStoredAsHashed(t *testing.T) {
+	ctx := context.Background()
+	store := eventstore.New(pgtest.NewPool(t))
+	appendTo(t, store, "s-appender", at, eventstore.NewEvent{Type: "A", Payload: appendsItself{7}},
+		eventstore.NewEvent{Type: "B", Payload: appendsItself{8}, Metadata: eventstore.Metadata{Actor: "test"}})
+	events, err := eventstore.ReadStream(ctx, store.Pool, "s-appender", 0)
+	if err != nil || len(events) != 2 {
+		t.Fatalf("read back %d events, %v", len(events), err)
+	}
+	none, _ := json.Marshal(eventstore.Metadata{})
+	if string(events[0].Payload) != `{"appended":7}` || string(events[0].RawMetadata) != string(none) {
+		t.Fatalf("stored %s with metadata %s; want the appended payload and %s", events[0].Payload, events[0].RawMetadata, none)
+	}
+	if string(events[1].Payload) != `{"appended":8}` || events[1].Metadata.Actor != "test" {
+		t.Fatalf("stored %s with metadata %s", events[1].Payload, events[1].RawMetadata)
+	}
+	prev := eventstore.ZeroHash
+	for _, e := range events {
+		if !eventstore.Verify(prev, e) {
+			t.Fatalf("event v%d does not verify against its predecessor", e.Version)
+		}
+		prev = e.Hash
+	}
+}
+
 // The append statement itself refuses a head that moved since it was read, so the whole
 // transaction — including everything it wrote before the append — is rolled back.
 func TestAnAppendFromAStaleHeadAbortsItsWholeTransaction(t *testing.T) {
