@@ -137,9 +137,10 @@ const maintenanceEvery = time.Minute
 func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) error {
 	// A request leaves mostly short-lived garbage (its answer, its charge's event and batch):
 	// letting the heap grow to three times what is live (GOGC=200) rather than twice gave the
-	// metered detail load about 5% more requests a second and a p99 3 to 4 ms lower, for a
-	// peak RSS of about 320 MB instead of 240 at 150,000 places (docs/operations.md). A GOGC
-	// the operator set is kept. Here, not in `kyapi serve`, so bench/unmetered runs the same.
+	// metered detail load a p99 about 2 ms lower (in 6 of 7 alternating pairs; throughput the
+	// same within the machine's noise), for a peak RSS of about 320 MB instead of 240 at
+	// 150,000 places (docs/operations.md). A GOGC the operator set is kept. Here, not in
+	// `kyapi serve`, so bench/unmetered runs the same.
 	if os.Getenv("GOGC") == "" {
 		defer debug.SetGCPercent(debug.SetGCPercent(200))
 	}
