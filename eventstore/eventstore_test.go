@@ -64,6 +64,17 @@ func TestAppendAtTheHeadAndReadTheStreamBackWithItsHashChain(t *testing.T) {
 	if !events[0].RecordedAt.Equal(at) || !events[2].RecordedAt.Equal(at.Add(time.Second)) {
 		t.Errorf("recorded_at = %v, %v", events[0].RecordedAt, events[2].RecordedAt)
 	}
+	prev := verifyChain(t, events)
+	head, ok, err := eventstore.StreamHead(ctx, store.Pool, "s-1")
+	if err != nil || !ok || head.Version != 3 || head.Hash != prev || !head.At.Equal(at.Add(time.Second)) {
+		t.Fatalf("head = %+v, %v, %v; want version 3 with the last event's hash and time", head, ok, err)
+	}
+}
+
+// verifyChain checks that events, a stream read from its first event, chain by their hashes,
+// and returns the last hash.
+func verifyChain(t *testing.T, events []eventstore.Event) [32]byte {
+	t.Helper()
 	prev := eventstore.ZeroHash
 	for _, e := range events {
 		if !eventstore.Verify(prev, e) {
@@ -71,10 +82,7 @@ func TestAppendAtTheHeadAndReadTheStreamBackWithItsHashChain(t *testing.T) {
 		}
 		prev = e.Hash
 	}
-	head, ok, err := eventstore.StreamHead(ctx, store.Pool, "s-1")
-	if err != nil || !ok || head.Version != 3 || head.Hash != prev || !head.At.Equal(at.Add(time.Second)) {
-		t.Fatalf("head = %+v, %v, %v; want version 3 with the last event's hash and time", head, ok, err)
-	}
+	return prev
 }
 
 // appendsItself encodes itself (eventstore.JSONAppender), here differently from json.Marshal,
@@ -101,13 +109,7 @@ func TestAnAppendingPayloadAndEmptyMetadataAreStoredAsHashed(t *testing.T) {
 	if string(events[1].Payload) != `{"appended":8}` || events[1].Metadata.Actor != "test" {
 		t.Fatalf("stored %s with metadata %s", events[1].Payload, events[1].RawMetadata)
 	}
-	prev := eventstore.ZeroHash
-	for _, e := range events {
-		if !eventstore.Verify(prev, e) {
-			t.Fatalf("event v%d does not verify against its predecessor", e.Version)
-		}
-		prev = e.Hash
-	}
+	verifyChain(t, events)
 }
 
 // The append statement itself refuses a head that moved since it was read, so the whole
