@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -123,9 +122,7 @@ func runRebuild(ctx context.Context, args []string) error {
 	// than twice cut the catalog's rebuild by a tenth and the place index's by about a fifth,
 	// for a peak of about 2 GB at 150,000 places (docs/operations.md). A GOGC the operator set
 	// is kept.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(400))
-	}
+	defer app.DefaultGOGC(400)()
 	for _, a := range projections.SQLAppliers(time.Now) {
 		p := projections.SQL{Pool: pool, Applier: a}
 		start := time.Now()

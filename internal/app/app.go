@@ -133,6 +133,16 @@ type Options struct {
 // deletes the dedup claims of past days (commands.Maintain).
 const maintenanceEvery = time.Minute
 
+// DefaultGOGC sets the collector's target (GOGC) to percent unless the operator set GOGC in
+// the environment, and returns what puts the previous target back.
+func DefaultGOGC(percent int) (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	old := debug.SetGCPercent(percent)
+	return func() { debug.SetGCPercent(old) }
+}
+
 // Serve runs the service until ctx ends or a listener fails.
 func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) error {
 	// A request leaves mostly short-lived garbage (its answer, its charge's event and batch):
@@ -141,9 +151,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// same within the machine's noise), for a peak RSS of about 320 MB instead of 240 at
 	// 150,000 places (docs/operations.md). A GOGC the operator set is kept. Here, not in
 	// `kyapi serve`, so bench/unmetered runs the same.
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(200))
-	}
+	defer DefaultGOGC(200)()
 	pool, err := OpenDB(ctx, cfg)
 	if err != nil {
 		return err
