@@ -468,8 +468,9 @@ func (r *report) growth() {
 	before, after := r.load("growth-before"), r.load("growth-after")
 	if before != nil && after != nil && before.Overall.RPS > 0 {
 		r.p("Metered place detail (`kyload`, %d connections, %d s each, the %d paying accounts) just before the", r.conns, r.seconds, r.accounts)
-		r.p("history was written, and after it on a server started afresh (its meter reads every account's claims")
-		r.p("from the store, after the growth run's `ANALYZE`): **%s req/s before, %s req/s after** (%.2f×; p99 %.1f ms and %.1f ms).",
+		r.p("history was written and after it (vacuumed, analyzed and checkpointed), each on a server started afresh")
+		r.p("that then served the same load for %d s unmeasured (its meter reads every account's claims from the", r.seconds)
+		r.p("store once): **%s req/s before, %s req/s after** (%.2f×; p99 %.1f ms and %.1f ms).",
 			thousands(before.Overall.RPS), thousands(after.Overall.RPS), after.Overall.RPS/before.Overall.RPS, before.Overall.P99ms, after.Overall.P99ms)
 		if md := r.load("metered-detail"); md != nil {
 			r.p("The first metered detail run of this benchmark, on a store holding only the catalog, gave %s req/s.", thousands(md.Overall.RPS))
