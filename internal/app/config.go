@@ -70,7 +70,7 @@ func LoadConfig() (Config, error) {
 	c.RateLimit = n
 	mc := envOr("METER_MAX_CLAIMS", strconv.Itoa(commands.DefaultMaxClaims))
 	if c.MeterMaxClaims, err = strconv.Atoi(mc); err != nil || c.MeterMaxClaims < 1 {
-		return c, fmt.Errorf("METER_MAX_CLAIMS must be a positive integer (claims held in memory, about 15 bytes each), got %q", mc)
+		return c, fmt.Errorf("METER_MAX_CLAIMS must be a positive integer (claims held in memory, 11 to 21 bytes each), got %q", mc)
 	}
 	rt := envOr("REDIS_TIMEOUT", ratelimit.DefaultRedisTimeout.String())
 	if c.RedisTimeout, err = time.ParseDuration(rt); err != nil || c.RedisTimeout <= 0 {
