@@ -1,0 +1,117 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+)
+
+// round is one turn of the four load runs of bench/run.sh: metered place detail and mix on
+// `kyapi serve`, then the same on bench/unmetered. Round 1 is the runs labelled without a suffix
+// (the ones the rest of the report describes); round n > 1 has the suffix -rn.
+type round struct{ md, mm, un, um *loadRun }
+
+func (r *report) loadRounds() []round {
+	rs := make([]round, 0, max(r.rounds, 1))
+	for i := 1; i <= max(r.rounds, 1); i++ {
+		suffix := ""
+		if i > 1 {
+			suffix = fmt.Sprintf("-r%d", i)
+		}
+		rs = append(rs, round{r.load("metered-detail" + suffix), r.load("metered-mix" + suffix),
+			r.load("unmetered-detail" + suffix), r.load("unmetered-mix" + suffix)})
+	}
+	return rs
+}
+
+// A figure of a round; ok is false where a run it needs is missing (or measured nothing).
+type roundFigure func(round) (v float64, ok bool)
+
+func rpsRatio(metered, unmetered func(round) *loadRun) roundFigure {
+	return func(x round) (float64, bool) {
+		m, u := metered(x), unmetered(x)
+		if m == nil || u == nil || u.Overall.RPS <= 0 {
+			return 0, false
+		}
+		return m.Overall.RPS / u.Overall.RPS, true
+	}
+}
+
+func p99Ratio(metered, unmetered func(round) *loadRun) roundFigure {
+	return func(x round) (float64, bool) {
+		m, u := metered(x), unmetered(x)
+		if m == nil || u == nil || u.Overall.P99ms <= 0 {
+			return 0, false
+		}
+		return m.Overall.P99ms / u.Overall.P99ms, true
+	}
+}
+
+func figureOf(run func(round) *loadRun, f func(*loadRun) float64) roundFigure {
+	return func(x round) (float64, bool) {
+		if l := run(x); l != nil {
+			return f(l), true
+		}
+		return 0, false
+	}
+}
+
+var (
+	meteredDetail   = func(x round) *loadRun { return x.md }
+	meteredMix      = func(x round) *loadRun { return x.mm }
+	unmeteredDetail = func(x round) *loadRun { return x.un }
+	unmeteredMix    = func(x round) *loadRun { return x.um }
+)
+
+// median is the median of f over the rounds where it is defined (the mean of the middle two
+// for an even count), and how many rounds that is.
+func median(rs []round, f roundFigure) (float64, int) {
+	var vs []float64
+	for _, x := range rs {
+		if v, ok := f(x); ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return 0, 0
+	}
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2], n
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2, n
+}
+
+// roundsTable shows every round's figures side by side, for the medians the targets judge.
+func (r *report) roundsTable(rs []round) {
+	r.p("Each ratio the targets below judge is the median over %d rounds of these four runs, the metered and", len(rs))
+	r.p("the unmetered server taking turns (`BENCH_ROUNDS`; each server started afresh and warmed up as above;")
+	r.p("round 1 is the runs above). On this shared machine two runs minutes apart differ by 10–15% for")
+	r.p("reasons of their own, so one pair of runs alone can land a ratio either side of its target.")
+	r.p("")
+	r.p("| round | metered detail req/s | unmetered detail req/s | ratio | p99 ratio | metered mix req/s | unmetered mix req/s | ratio | p99 ratio |")
+	r.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	cell := func(f roundFigure, x round, format string) string {
+		if v, ok := f(x); ok {
+			return fmt.Sprintf(format, v)
+		}
+		return "—"
+	}
+	rps := func(run func(round) *loadRun) roundFigure {
+		return figureOf(run, func(l *loadRun) float64 { return l.Overall.RPS })
+	}
+	thousandsOf := func(f roundFigure, x round) string {
+		if v, ok := f(x); ok {
+			return thousands(v)
+		}
+		return "—"
+	}
+	for i, x := range rs {
+		r.p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", i+1,
+			thousandsOf(rps(meteredDetail), x), thousandsOf(rps(unmeteredDetail), x),
+			cell(rpsRatio(meteredDetail, unmeteredDetail), x, "%.2f×"), cell(p99Ratio(meteredDetail, unmeteredDetail), x, "%.2f×"),
+			thousandsOf(rps(meteredMix), x), thousandsOf(rps(unmeteredMix), x),
+			cell(rpsRatio(meteredMix, unmeteredMix), x, "%.2f×"), cell(p99Ratio(meteredMix, unmeteredMix), x, "%.2f×"))
+	}
+	r.p("")
+}
