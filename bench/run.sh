@@ -24,7 +24,7 @@
 # Environment: DATABASE_URL (else the private cluster of scripts/devdb.sh), BENCH_PLACES
 # (150000), BENCH_SECONDS per load run (20), BENCH_CONNECTIONS (64), BENCH_ACCOUNTS (200),
 # BENCH_GRANT_ACCOUNTS (100000), BENCH_GROWTH_SIZES (10000,100000,1000000,10000000),
-# BENCH_DAY_CHARGES (2500000), BENCH_ROUNDS (3: metered and unmetered runs, taking turns),
+# BENCH_DAY_CLAIMS (3400000), BENCH_ROUNDS (3: metered and unmetered runs, taking turns),
 # BENCH_OUT (raw results; a new temporary directory by default), BENCH_DOC (docs/benchmarks.md).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,7 +36,9 @@ conns=${BENCH_CONNECTIONS:-64}
 naccounts=${BENCH_ACCOUNTS:-200}
 grant_accounts=${BENCH_GRANT_ACCOUNTS:-100000}
 growth_sizes=${BENCH_GROWTH_SIZES:-10000,100000,1000000,10000000}
-day_charges=${BENCH_DAY_CHARGES:-2500000}
+# The busy day is filled to this many claims of the day in all, whatever the runs before it
+# paid: within METER_MAX_CLAIMS (4,000,000 by default) with room for the runs on it.
+day_claims=${BENCH_DAY_CLAIMS:-3400000}
 rounds=${BENCH_ROUNDS:-3}
 mix=${BENCH_MIX:-detail=70,list=10,search=10,menu=10}
 out=${BENCH_OUT:-$(mktemp -d "${TMPDIR:-/tmp}/kyapi-bench.XXXXXX")}
@@ -256,8 +258,8 @@ warm_detail
 load growth-after detail=100
 stop_server
 
-log "late in a busy day: the paying accounts charged $day_charges more places of the day"
-"$out/bin/storebench" day -keys "$out/keys.txt" -places "$out/places.tsv" -charges "$day_charges" -out "$out/day.json"
+log "late in a busy day: the paying accounts charged places until the day holds about $day_claims claims"
+"$out/bin/storebench" day -keys "$out/keys.txt" -places "$out/places.tsv" -claims "$day_claims" -out "$out/day.json"
 start_server serve-day "$out/bin/kyapi" serve
 # Waits for every projection to catch up with the day's charges, so that they do not run with the load.
 "$out/bin/storebench" size -label day -out "$out/size-day.json"

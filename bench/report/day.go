@@ -1,8 +1,12 @@
 package main
 
+import "github.com/kyapi/kyapi/commands"
+
 // dayRun is what `storebench day` did (day.json).
 type dayRun struct {
 	Accounts      int     `json:"accounts"`
+	ClaimsBefore  int     `json:"claims_before"`
+	ClaimsAfter   int     `json:"claims_after"`
 	Charges       int64   `json:"charges"`
 	Paid          int64   `json:"paid"`
 	Deduplicated  int64   `json:"deduplicated"`
@@ -28,6 +32,11 @@ func (r *report) day() {
 		d.Accounts, thousands(float64(d.Charges)), thousands(float64(d.Paid)), thousands(float64(d.Deduplicated)))
 	r.p("already paid today by the runs above) through `commands.Meter`, as `kyapi serve` meters them, at %s charges/s:",
 		thousands(d.ChargesPerSec))
+	if d.ClaimsAfter > 0 {
+		r.p("as many as took the accounts' claims of the day from %s (the runs above) to %s, within the %s that",
+			thousands(float64(d.ClaimsBefore)), thousands(float64(d.ClaimsAfter)), thousands(float64(commands.DefaultMaxClaims)))
+		r.p("`kyapi serve` holds by default (`METER_MAX_CLAIMS`), with room for the runs below;")
+	}
 	r.p("what a busy day leaves, every account with thousands of dedup claims of the day. Then `kyapi serve`")
 	r.p("started afresh, its projections caught up, it served the detail load for %d s unmeasured (each", r.seconds)
 	r.p("account's first charge reads its day of claims from the claim chunks), and the run below was measured.")

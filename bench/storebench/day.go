@@ -21,6 +21,8 @@ import (
 // dayResult is what runDay did.
 type dayResult struct {
 	Accounts      int     `json:"accounts"`
+	ClaimsBefore  int     `json:"claims_before"` // the day's claims of the accounts before the run
+	ClaimsAfter   int     `json:"claims_after"`  // and after it
 	Charges       int64   `json:"charges"`
 	Paid          int64   `json:"paid"`
 	Deduplicated  int64   `json:"deduplicated"`
@@ -29,7 +31,8 @@ type dayResult struct {
 }
 
 // runDay fills the day of the paying accounts (the API keys of -keys): each is charged a place
-// detail for distinct places of -places (its own order of them), -charges in all (fewer if the
+// detail for distinct places of -places (its own order of them), -charges in all, or with
+// -claims as many as bring the accounts' claims of the day to about that many (fewer if the
 // accounts would run out of places), through
 // commands.Meter as `kyapi serve` meters them (group commit, the accounts' events, claims and
 // claim chunks). What it leaves is what a busy day leaves: every account with thousands of
@@ -39,6 +42,7 @@ func runDay(ctx context.Context, args []string) error {
 	keysFile := fs.String("keys", "", "file of API keys, one a line (the paying accounts)")
 	placesFile := fs.String("places", "", "places.tsv of bench/run.sh (place_id first on each line)")
 	charges := fs.Int64("charges", 2_500_000, "charges in all, spread evenly over the accounts (at most one a place and account)")
+	claims := fs.Int("claims", 0, "if set, instead of -charges: charge until the accounts hold about this many claims of the day, those of earlier traffic included")
 	inFlight := fs.Int("in-flight", 800, "charges waiting at once")
 	out := fs.String("out", "", "write the result as JSON to this file")
 	if err := fs.Parse(args); err != nil {
@@ -55,8 +59,6 @@ func runDay(ctx context.Context, args []string) error {
 	if len(keys) == 0 || len(places) == 0 {
 		return errors.New("day: -keys and -places must name non-empty files")
 	}
-	// Each account pays for a place at most once: a smaller catalog (BENCH_PLACES) caps the day.
-	perAccount := min((*charges+int64(len(keys))-1)/int64(len(keys)), int64(len(places)))
 	pool, err := connect(ctx)
 	if err != nil {
 		return err
@@ -76,6 +78,31 @@ func runDay(ctx context.Context, args []string) error {
 			return fmt.Errorf("day: key on line %d: %w", i+1, err)
 		}
 	}
+	// The day's claims so far: charging each account once (the catalog's first place) makes the
+	// meter read and hold all its claims of the day.
+	var next, paid, dedup atomic.Int64
+	count := func(res commands.ChargeResult) {
+		if len(res.Paid) > 0 {
+			paid.Add(1)
+		} else {
+			dedup.Add(1)
+		}
+	}
+	t0 := time.Now()
+	for a := range callers {
+		res, err := meter.Charge(ctx, commands.ChargeRequest{Caller: callers[a], Operation: domain.OpPlaceDetail,
+			Resources: []string{domain.PlaceResource(places[0])}})
+		if err != nil {
+			return fmt.Errorf("day: charging account %d: %w", a, err)
+		}
+		count(res)
+	}
+	before := meter.ClaimsHeld()
+	if *claims > 0 {
+		*charges = max(int64(*claims-before), 0)
+	}
+	// Each account pays for a place at most once: a smaller catalog (BENCH_PLACES) caps the day.
+	perAccount := min((*charges+int64(len(keys))-1)/int64(len(keys)), int64(len(places)))
 	// Account a charges places[(start[a] + step[a]·k) mod n] for k = 0, 1, …: distinct places,
 	// in an order of its own, as step[a] and n share no factor.
 	n := int64(len(places))
@@ -88,9 +115,7 @@ func runDay(ctx context.Context, args []string) error {
 		}
 	}
 
-	var next, paid, dedup atomic.Int64
 	total := perAccount * int64(len(keys))
-	t0 := time.Now()
 	var wg sync.WaitGroup
 	var firstErr atomic.Value
 	for range *inFlight {
@@ -108,11 +133,7 @@ func runDay(ctx context.Context, args []string) error {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("day: charging account %d: %w", a, err))
 					return
 				}
-				if len(res.Paid) > 0 {
-					paid.Add(1)
-				} else {
-					dedup.Add(1)
-				}
+				count(res)
 			}
 		})
 	}
@@ -124,10 +145,10 @@ func runDay(ctx context.Context, args []string) error {
 		return err
 	}
 	secs := time.Since(t0).Seconds()
-	r := dayResult{Accounts: len(keys), Charges: paid.Load() + dedup.Load(), Paid: paid.Load(), Deduplicated: dedup.Load(), Seconds: secs}
+	r := dayResult{Accounts: len(keys), ClaimsBefore: before, ClaimsAfter: meter.ClaimsHeld(), Charges: paid.Load() + dedup.Load(), Paid: paid.Load(), Deduplicated: dedup.Load(), Seconds: secs}
 	r.ChargesPerSec = float64(r.Charges) / secs
-	fmt.Printf("day: %d charges (%d paid, %d already paid today) over %d accounts in %.1f s: %.0f charges/s\n",
-		r.Charges, r.Paid, r.Deduplicated, r.Accounts, secs, r.ChargesPerSec)
+	fmt.Printf("day: %d charges (%d paid, %d already paid today) over %d accounts in %.1f s: %.0f charges/s; claims of the day %d before, %d after\n",
+		r.Charges, r.Paid, r.Deduplicated, r.Accounts, secs, r.ChargesPerSec, r.ClaimsBefore, r.ClaimsAfter)
 	if *out != "" {
 		return writeJSON(*out, r)
 	}
