@@ -26,24 +26,25 @@ func (r *report) loadRounds() []round {
 // A figure of a round; ok is false where a run it needs is missing (or measured nothing).
 type roundFigure func(round) (v float64, ok bool)
 
-func rpsRatio(metered, unmetered func(round) *loadRun) roundFigure {
+// ratioOf is, in a round, f of a metered run over f of the unmetered run it is compared with.
+func ratioOf(metered, unmetered func(round) *loadRun, f func(latencies) float64) roundFigure {
 	return func(x round) (float64, bool) {
 		m, u := metered(x), unmetered(x)
-		if m == nil || u == nil || u.Overall.RPS <= 0 {
+		if m == nil || u == nil || f(u.Overall) <= 0 {
 			return 0, false
 		}
-		return m.Overall.RPS / u.Overall.RPS, true
+		return f(m.Overall) / f(u.Overall), true
 	}
 }
 
+func rps(l latencies) float64 { return l.RPS }
+func p99(l latencies) float64 { return l.P99ms }
+
+func rpsRatio(metered, unmetered func(round) *loadRun) roundFigure {
+	return ratioOf(metered, unmetered, rps)
+}
 func p99Ratio(metered, unmetered func(round) *loadRun) roundFigure {
-	return func(x round) (float64, bool) {
-		m, u := metered(x), unmetered(x)
-		if m == nil || u == nil || u.Overall.P99ms <= 0 {
-			return 0, false
-		}
-		return m.Overall.P99ms / u.Overall.P99ms, true
-	}
+	return ratioOf(metered, unmetered, p99)
 }
 
 func figureOf(run func(round) *loadRun, f func(*loadRun) float64) roundFigure {
@@ -97,7 +98,7 @@ func (r *report) roundsTable(rs []round) {
 		}
 		return "—"
 	}
-	rps := func(run func(round) *loadRun) roundFigure {
+	rpsOf := func(run func(round) *loadRun) roundFigure {
 		return figureOf(run, func(l *loadRun) float64 { return l.Overall.RPS })
 	}
 	thousandsOf := func(f roundFigure, x round) string {
@@ -108,9 +109,9 @@ func (r *report) roundsTable(rs []round) {
 	}
 	for i, x := range rs {
 		r.p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", i+1,
-			thousandsOf(rps(meteredDetail), x), thousandsOf(rps(unmeteredDetail), x),
+			thousandsOf(rpsOf(meteredDetail), x), thousandsOf(rpsOf(unmeteredDetail), x),
 			cell(rpsRatio(meteredDetail, unmeteredDetail), x, "%.2f×"), cell(p99Ratio(meteredDetail, unmeteredDetail), x, "%.2f×"),
-			thousandsOf(rps(meteredMix), x), thousandsOf(rps(unmeteredMix), x),
+			thousandsOf(rpsOf(meteredMix), x), thousandsOf(rpsOf(unmeteredMix), x),
 			cell(rpsRatio(meteredMix, unmeteredMix), x, "%.2f×"), cell(p99Ratio(meteredMix, unmeteredMix), x, "%.2f×"))
 	}
 	r.p("")
