@@ -11,9 +11,10 @@
 //	    with the event store's own append (eventstore.Batch).
 //	storebench grant-check -outage ID -out grant-check.json
 //	    whether a bonus grant credited every eligible account exactly once, and nothing else.
-//	storebench day -keys keys.txt -places places.tsv -charges 2500000 -out day.json
+//	storebench day -keys keys.txt -places places.tsv (-charges 2500000 | -claims 3400000) -out day.json
 //	    a busy day of the paying accounts: each charged for thousands of distinct places through
-//	    commands.Meter, so that a serving process must hold millions of dedup claims of the day.
+//	    commands.Meter, so that a serving process must hold millions of dedup claims of the day
+//	    (-claims: as many as bring the day's claims, earlier traffic's included, to about that).
 //	storebench growth -sizes 10000,100000,1000000,10000000 -out growth.json
 //	    one account's history grown to each size in bulk through eventstore.Batch, and at each
 //	    size the admin reads (over HTTP) and `kyapi audit` timed.
