@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeRun(t *testing.T, dir, label string, rps, p99 float64) {
+	t.Helper()
+	b, err := json.Marshal(loadRun{Label: label, Overall: latencies{RPS: rps, P99ms: p99}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, label+".json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The targets judge the median over the rounds of each round's own ratio: not the ratio of
+// medians, and not round 1 alone.
+func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
+	dir := t.TempDir()
+	// round 1 (no suffix), 2 and 3; the mix of round 3 lacks its unmetered run.
+	writeRun(t, dir, "metered-detail", 5000, 30)
+	writeRun(t, dir, "unmetered-detail", 10000, 15)
+	writeRun(t, dir, "metered-detail-r2", 6000, 24)
+	writeRun(t, dir, "unmetered-detail-r2", 8000, 16)
+	writeRun(t, dir, "metered-detail-r3", 7000, 20)
+	writeRun(t, dir, "unmetered-detail-r3", 10000, 20)
+	writeRun(t, dir, "metered-mix", 2000, 50)
+	writeRun(t, dir, "unmetered-mix", 2500, 50)
+	writeRun(t, dir, "metered-mix-r2", 3000, 40)
+	writeRun(t, dir, "unmetered-mix-r2", 3000, 40)
+	writeRun(t, dir, "metered-mix-r3", 9999, 1)
+	// A run of a round the report was not told of is not read.
+	writeRun(t, dir, "metered-detail-r4", 1, 1)
+	writeRun(t, dir, "unmetered-detail-r4", 1000, 1)
+
+	r := &report{dir: dir, rounds: 3}
+	rs := r.loadRounds()
+	if len(rs) != 3 {
+		t.Fatalf("%d rounds, want 3", len(rs))
+	}
+	// Detail ratios 0.5, 0.75, 0.7: the median is 0.7 (the ratio of the medians would be 0.6).
+	if got, n := median(rs, rpsRatio(meteredDetail, unmeteredDetail)); n != 3 || got != 0.7 {
+		t.Errorf("detail: median %v over %d rounds, want 0.7 over 3", got, n)
+	}
+	// p99 ratios 2, 1.5, 1.
+	if got, n := median(rs, p99Ratio(meteredDetail, unmeteredDetail)); n != 3 || got != 1.5 {
+		t.Errorf("detail p99: median %v over %d rounds, want 1.5 over 3", got, n)
+	}
+	// Mix ratios 0.8 and 1 (round 3 has no unmetered run): the mean of the middle two.
+	if got, n := median(rs, rpsRatio(meteredMix, unmeteredMix)); n != 2 || got != 0.9 {
+		t.Errorf("mix: median %v over %d rounds, want 0.9 over 2", got, n)
+	}
+	if got, n := median(rs, figureOf(meteredDetail, func(l *loadRun) float64 { return l.Overall.RPS })); n != 3 || got != 6000 {
+		t.Errorf("metered detail req/s: median %v over %d rounds, want 6000 over 3", got, n)
+	}
+	if _, n := median(nil, rpsRatio(meteredDetail, unmeteredDetail)); n != 0 {
+		t.Errorf("no rounds: %d figures", n)
+	}
+
+	r.roundsTable(rs)
+	doc := r.b.String()
+	for _, want := range []string{"| 1 | 5,000 | 10,000 | 0.50× | 2.00× | 2,000 | 2,500 | 0.80× | 1.00× |",
+		"| 3 | 7,000 | 10,000 | 0.70× | 1.00× | 9,999 | — | — | — |"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("the rounds' table lacks the row %q:\n%s", want, doc)
+		}
+	}
+}
