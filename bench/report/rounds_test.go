@@ -23,21 +23,22 @@ func writeRun(t *testing.T, dir, label string, rps, p99 float64) {
 // medians, and not round 1 alone.
 func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
 	dir := t.TempDir()
-	// round 1 (no suffix), 2 and 3; the mix of round 3 lacks its unmetered run.
-	writeRun(t, dir, "metered-detail", 5000, 30)
-	writeRun(t, dir, "unmetered-detail", 10000, 15)
-	writeRun(t, dir, "metered-detail-r2", 6000, 24)
-	writeRun(t, dir, "unmetered-detail-r2", 8000, 16)
-	writeRun(t, dir, "metered-detail-r3", 7000, 20)
-	writeRun(t, dir, "unmetered-detail-r3", 10000, 20)
-	writeRun(t, dir, "metered-mix", 2000, 50)
-	writeRun(t, dir, "unmetered-mix", 2500, 50)
-	writeRun(t, dir, "metered-mix-r2", 3000, 40)
-	writeRun(t, dir, "unmetered-mix-r2", 3000, 40)
-	writeRun(t, dir, "metered-mix-r3", 9999, 1)
-	// A run of a round the report was not told of is not read.
-	writeRun(t, dir, "metered-detail-r4", 1, 1)
-	writeRun(t, dir, "unmetered-detail-r4", 1000, 1)
+	for _, run := range []struct {
+		label    string
+		rps, p99 float64
+	}{
+		// round 1 (no suffix), 2 and 3; the mix of round 3 lacks its unmetered run.
+		{"metered-detail", 5000, 30}, {"unmetered-detail", 10000, 15},
+		{"metered-detail-r2", 6000, 24}, {"unmetered-detail-r2", 8000, 16},
+		{"metered-detail-r3", 7000, 20}, {"unmetered-detail-r3", 10000, 20},
+		{"metered-mix", 2000, 50}, {"unmetered-mix", 2500, 50},
+		{"metered-mix-r2", 3000, 40}, {"unmetered-mix-r2", 3000, 40},
+		{"metered-mix-r3", 9999, 1},
+		// A run of a round the report was not told of is not read.
+		{"metered-detail-r4", 1, 1}, {"unmetered-detail-r4", 1000, 1},
+	} {
+		writeRun(t, dir, run.label, run.rps, run.p99)
+	}
 
 	r := &report{dir: dir, rounds: 3}
 	rs := r.loadRounds()
