@@ -47,14 +47,18 @@ func p99Ratio(metered, unmetered func(round) *loadRun) roundFigure {
 	return ratioOf(metered, unmetered, p99)
 }
 
-func figureOf(run func(round) *loadRun, f func(*loadRun) float64) roundFigure {
+// figureOf is a figure of one run of a round.
+func figureOf(run func(round) *loadRun, f func(latencies) float64) roundFigure {
 	return func(x round) (float64, bool) {
 		if l := run(x); l != nil {
-			return f(l), true
+			return f(l.Overall), true
 		}
 		return 0, false
 	}
 }
+
+func rpsOf(run func(round) *loadRun) roundFigure { return figureOf(run, rps) }
+func p99Of(run func(round) *loadRun) roundFigure { return figureOf(run, p99) }
 
 var (
 	meteredDetail   = func(x round) *loadRun { return x.md }
@@ -92,27 +96,19 @@ func (r *report) roundsTable(rs []round) {
 	r.p("")
 	r.p("| round | metered detail req/s | unmetered detail req/s | ratio | p99 ratio | metered mix req/s | unmetered mix req/s | ratio | p99 ratio |")
 	r.p("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-	cell := func(f roundFigure, x round, format string) string {
+	cell := func(f roundFigure, x round, show func(float64) string) string {
 		if v, ok := f(x); ok {
-			return fmt.Sprintf(format, v)
+			return show(v)
 		}
 		return "—"
 	}
-	rpsOf := func(run func(round) *loadRun) roundFigure {
-		return figureOf(run, func(l *loadRun) float64 { return l.Overall.RPS })
-	}
-	thousandsOf := func(f roundFigure, x round) string {
-		if v, ok := f(x); ok {
-			return thousands(v)
-		}
-		return "—"
-	}
+	times := func(v float64) string { return fmt.Sprintf("%.2f×", v) }
 	for i, x := range rs {
 		r.p("| %d | %s | %s | %s | %s | %s | %s | %s | %s |", i+1,
-			thousandsOf(rpsOf(meteredDetail), x), thousandsOf(rpsOf(unmeteredDetail), x),
-			cell(rpsRatio(meteredDetail, unmeteredDetail), x, "%.2f×"), cell(p99Ratio(meteredDetail, unmeteredDetail), x, "%.2f×"),
-			thousandsOf(rpsOf(meteredMix), x), thousandsOf(rpsOf(unmeteredMix), x),
-			cell(rpsRatio(meteredMix, unmeteredMix), x, "%.2f×"), cell(p99Ratio(meteredMix, unmeteredMix), x, "%.2f×"))
+			cell(rpsOf(meteredDetail), x, thousands), cell(rpsOf(unmeteredDetail), x, thousands),
+			cell(rpsRatio(meteredDetail, unmeteredDetail), x, times), cell(p99Ratio(meteredDetail, unmeteredDetail), x, times),
+			cell(rpsOf(meteredMix), x, thousands), cell(rpsOf(unmeteredMix), x, thousands),
+			cell(rpsRatio(meteredMix, unmeteredMix), x, times), cell(p99Ratio(meteredMix, unmeteredMix), x, times))
 	}
 	r.p("")
 }

@@ -57,7 +57,7 @@ func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
 	if got, n := median(rs, rpsRatio(meteredMix, unmeteredMix)); n != 2 || got != 0.9 {
 		t.Errorf("mix: median %v over %d rounds, want 0.9 over 2", got, n)
 	}
-	if got, n := median(rs, figureOf(meteredDetail, func(l *loadRun) float64 { return l.Overall.RPS })); n != 3 || got != 6000 {
+	if got, n := median(rs, rpsOf(meteredDetail)); n != 3 || got != 6000 {
 		t.Errorf("metered detail req/s: median %v over %d rounds, want 6000 over 3", got, n)
 	}
 	if _, n := median(nil, rpsRatio(meteredDetail, unmeteredDetail)); n != 0 {
