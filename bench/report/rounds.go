@@ -87,6 +87,20 @@ func median(rs []round, f roundFigure) (float64, int) {
 	return (vs[n/2-1] + vs[n/2]) / 2, n
 }
 
+// rangeOf is the lowest and highest of f over the rounds where it is defined, and how many
+// rounds that is.
+func rangeOf(rs []round, f roundFigure) (lo, hi float64, n int) {
+	for _, x := range rs {
+		if v, ok := f(x); ok {
+			if n == 0 || v < lo {
+				lo = v
+			}
+			hi, n = max(hi, v), n+1
+		}
+	}
+	return lo, hi, n
+}
+
 // roundsTable shows every round's figures side by side, for the medians the targets judge.
 func (r *report) roundsTable(rs []round) {
 	r.p("Each ratio the targets below judge is the median over %d rounds of these four runs, the metered and", len(rs))

@@ -60,6 +60,9 @@ func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
 	if got, n := median(rs, rpsOf(meteredDetail)); n != 3 || got != 6000 {
 		t.Errorf("metered detail req/s: median %v over %d rounds, want 6000 over 3", got, n)
 	}
+	if lo, hi, n := rangeOf(rs, rpsOf(meteredDetail)); n != 3 || lo != 5000 || hi != 7000 {
+		t.Errorf("metered detail req/s range %v to %v over %d rounds, want 5000 to 7000 over 3", lo, hi, n)
+	}
 	if _, n := median(nil, rpsRatio(meteredDetail, unmeteredDetail)); n != 0 {
 		t.Errorf("no rounds: %d figures", n)
 	}
