@@ -37,9 +37,19 @@ type MeterOptions struct {
 	MaxBatch int
 	// Workers is how many batches may be in flight at once (default 2), each on its own
 	// connection. An account's charges always go to the same worker (its lane), so a
-	// process's batches never wait for each other's account locks; with two, one lane
-	// decides and encodes its batch while PostgreSQL writes the other's.
+	// process's batches never wait for each other's account locks; with two, under heavy
+	// load, one lane decides and encodes its batch while PostgreSQL writes the other's.
 	Workers int
+	// OverlapAt (default 32, at most MaxBatch) is the load from which the lanes write their
+	// batches side by side. Below it, a batch starts only when none is in flight, and takes
+	// the charges of every lane: under moderate load the process writes one batch after
+	// another, each about twice as large as a lane's, and a batch's fixed cost in PostgreSQL
+	// (its statements' start, the lock statement, the COMMIT and its WAL flush) is shared by
+	// twice as many charges. A lane holding OverlapAt charges, or any lane while the batches in
+	// flight hold that many, starts its own batch at once, beside the others: under heavy
+	// load, overlapping batches keep both PostgreSQL and this process busy.
+	// docs/architecture.md, "The path of a metered request", has the measurements.
+	OverlapAt int
 	// MaxClaims bounds the dedup claims the meter keeps in memory (default DefaultMaxClaims).
 	MaxClaims int
 	// MaxAccounts bounds the accounts whose state the meter keeps in memory (default
@@ -106,19 +116,26 @@ type Meter struct {
 	claims *claimCache
 	states *stateCache
 
-	lanes   []*lane
-	workers sync.WaitGroup
+	// mu guards the lanes' queues and the batches in flight; each lane's worker waits on its
+	// own condition of it.
+	mu       sync.Mutex
+	lanes    []*lane
+	inFlight int // batches being written
+	inCharge int // the charges in them
+	closed   bool
+	workers  sync.WaitGroup
 }
 
 // lane is one worker's queue. An account's charges always go to the same lane, so a process's
 // own batches never wait for each other's account locks (two workers sharing accounts take
-// turns on them, each batch smaller and each waiting for the other's COMMIT), and at most one
-// batch of the process is in flight per account, which the state the meter keeps relies on.
+// turns on them, each batch smaller and each waiting for the other's COMMIT), and, as a lane
+// starts no batch while one holding its charges is in flight (busy; a sweep may hold several
+// lanes'), at most one batch of the process is in flight per account, which the state the
+// meter keeps relies on.
 type lane struct {
-	mu     sync.Mutex
-	wake   *sync.Cond
-	queue  []*pendingCharge
-	closed bool
+	wake  *sync.Cond // on Meter.mu
+	queue []*pendingCharge
+	busy  bool // a batch holding charges of this lane is in flight
 }
 
 // pendingCharge is one submitted charge and, once its batch ends, its answer.
@@ -138,6 +155,10 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
+	if opts.OverlapAt <= 0 {
+		opts.OverlapAt = 32
+	}
+	opts.OverlapAt = min(opts.OverlapAt, opts.MaxBatch)
 	if opts.BatchWait <= 0 {
 		opts.BatchWait = batchWait
 	}
@@ -145,8 +166,7 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}
 	m.workers.Add(opts.Workers)
 	for range opts.Workers {
-		l := &lane{}
-		l.wake = sync.NewCond(&l.mu)
+		l := &lane{wake: sync.NewCond(&m.mu)}
 		m.lanes = append(m.lanes, l)
 		go m.work(l)
 	}
@@ -196,22 +216,22 @@ func (m *Meter) Verify(ctx context.Context, hash domain.KeyHash) error {
 // Close lets the workers finish the charges already submitted, then stops them. Charges
 // submitted afterwards get ErrMeterClosed.
 func (m *Meter) Close() {
+	m.mu.Lock()
+	m.closed = true
 	for _, l := range m.lanes {
-		l.mu.Lock()
-		l.closed = true
-		l.mu.Unlock()
 		l.wake.Broadcast()
 	}
+	m.mu.Unlock()
 	m.workers.Wait()
 }
 
 // Pending is the number of charges waiting for a worker.
 func (m *Meter) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	n := 0
 	for _, l := range m.lanes {
-		l.mu.Lock()
 		n += len(l.queue)
-		l.mu.Unlock()
 	}
 	return n
 }
@@ -223,50 +243,100 @@ func (m *Meter) Charge(ctx context.Context, req ChargeRequest) (ChargeResult, er
 	}
 	p := &pendingCharge{req: req, done: make(chan struct{})}
 	l := m.laneOf(req.AccountID)
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
 		return ChargeResult{}, ErrMeterClosed
 	}
 	l.queue = append(l.queue, p)
-	l.mu.Unlock()
 	l.wake.Signal()
+	m.mu.Unlock()
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		l.mu.Lock()
+		m.mu.Lock()
 		if !p.taken {
 			l.queue = slices.DeleteFunc(l.queue, func(q *pendingCharge) bool { return q == p })
-			l.mu.Unlock()
+			m.mu.Unlock()
 			return ChargeResult{}, ctx.Err()
 		}
-		l.mu.Unlock()
+		m.mu.Unlock()
 		<-p.done // its batch is running: the answer must say what it did
 	}
 	return p.res, p.err
 }
 
+// work is lane l's worker. Under load below MeterOptions.OverlapAt it waits for no batch to be
+// in flight, then takes the charges of every lane (a sweep); from it, every charge waiting in
+// l, up to MaxBatch. A lane whose charges a batch holds starts no other batch until it ends, so
+// at most one batch of the process is in flight per account either way.
 func (m *Meter) work(l *lane) {
 	defer m.workers.Done()
+	m.mu.Lock()
 	for {
-		l.mu.Lock()
-		for len(l.queue) == 0 && !l.closed {
-			l.wake.Wait()
-		}
 		if len(l.queue) == 0 {
-			l.mu.Unlock()
-			return
+			if m.closed {
+				m.mu.Unlock()
+				return
+			}
+			l.wake.Wait()
+			continue
 		}
-		n := min(len(l.queue), m.opts.MaxBatch)
-		batch := slices.Clone(l.queue[:n])
-		l.queue = slices.Delete(l.queue, 0, n)
-		for _, p := range batch {
-			p.taken = true
+		var batch []*pendingCharge
+		var took []*lane
+		switch {
+		case l.busy: // a sweep holds some of its charges
+			l.wake.Wait()
+			continue
+		case m.closed || len(l.queue) >= m.opts.OverlapAt || m.inCharge >= m.opts.OverlapAt:
+			batch, took = m.take(l, nil), []*lane{l}
+		case m.inFlight == 0:
+			for _, o := range m.lanes {
+				if len(o.queue) > 0 && len(batch) < m.opts.MaxBatch {
+					batch, took = m.take(o, batch), append(took, o)
+				}
+			}
+		default:
+			l.wake.Wait() // for the batches in flight to end, or to grow
+			continue
 		}
-		l.mu.Unlock()
+		for _, o := range took {
+			o.busy = true
+		}
+		m.inFlight++
+		m.inCharge += len(batch)
+		if m.inCharge >= m.opts.OverlapAt {
+			m.wakeLanes() // the others may now start beside it
+		}
+		m.mu.Unlock()
 		if m.opts.BeforeBatch != nil {
 			m.opts.BeforeBatch(len(batch))
 		}
 		m.runBatch(batch)
+		m.mu.Lock()
+		for _, o := range took {
+			o.busy = false
+		}
+		m.inFlight--
+		m.inCharge -= len(batch)
+		m.wakeLanes()
+	}
+}
+
+// take moves the charges waiting in l to batch, up to MaxBatch in all. m.mu is held.
+func (m *Meter) take(l *lane, batch []*pendingCharge) []*pendingCharge {
+	n := min(len(l.queue), m.opts.MaxBatch-len(batch))
+	for _, p := range l.queue[:n] {
+		p.taken = true
+	}
+	batch = append(batch, l.queue[:n]...)
+	l.queue = slices.Delete(l.queue, 0, n)
+	return batch
+}
+
+// wakeLanes wakes every lane's worker to look again at the batches in flight. m.mu is held.
+func (m *Meter) wakeLanes() {
+	for _, o := range m.lanes {
+		o.wake.Signal()
 	}
 }
