@@ -587,7 +587,7 @@ func groupWiring() string {
 		return ""
 	}
 	if strings.Contains(string(b), "commands.NewMeter(") {
-		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit), two batches in flight per process, on accounts apart."
+		return "`kyapi serve` in this checkout wires `commands.Meter`: concurrent charges are committed together, a batch per transaction (group commit): one batch after another, each taking the charges of every lane, until 32 charges wait in a lane or are in flight; from then, two lanes' batches side by side, on accounts apart (docs/architecture.md)."
 	}
 	return ""
 }
