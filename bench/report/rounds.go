@@ -105,7 +105,7 @@ func rangeOf(rs []round, f roundFigure) (lo, hi float64, n int) {
 func (r *report) roundsTable(rs []round) {
 	r.p("Each ratio the targets below judge is the median over %d rounds of these four runs, the metered and", len(rs))
 	r.p("the unmetered server taking turns (`BENCH_ROUNDS`; each server started afresh and warmed up as above;")
-	r.p("round 1 is the runs above). On this shared machine two runs minutes apart differ by 10–15% for")
+	r.p("round 1 is the runs above). On this shared machine two runs minutes apart differ by 10–15%% for")
 	r.p("reasons of their own, so one pair of runs alone can land a ratio either side of its target.")
 	r.p("")
 	r.p("| round | metered detail req/s | unmetered detail req/s | ratio | p99 ratio | metered mix req/s | unmetered mix req/s | ratio | p99 ratio |")

@@ -75,4 +75,7 @@ func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
 			t.Errorf("the rounds' table lacks the row %q:\n%s", want, doc)
 		}
 	}
+	if i := strings.Index(doc, "%!"); i >= 0 {
+		t.Errorf("a format verb went wrong in the text around the rounds' table: %q", doc[max(0, i-40):min(len(doc), i+40)])
+	}
 }
