@@ -120,8 +120,7 @@ type Meter struct {
 	// own condition of it.
 	mu       sync.Mutex
 	lanes    []*lane
-	inFlight int // batches being written
-	inCharge int // the charges in them
+	inCharge int // charges in the batches being written (none in flight when 0: a batch holds one or more)
 	closed   bool
 	workers  sync.WaitGroup
 }
@@ -290,7 +289,7 @@ func (m *Meter) work(l *lane) {
 			continue
 		case m.closed || len(l.queue) >= m.opts.OverlapAt || m.inCharge >= m.opts.OverlapAt:
 			batch, took = m.take(l, nil), []*lane{l}
-		case m.inFlight == 0:
+		case m.inCharge == 0:
 			for _, o := range m.lanes {
 				if len(o.queue) > 0 && len(batch) < m.opts.MaxBatch {
 					batch, took = m.take(o, batch), append(took, o)
@@ -303,7 +302,6 @@ func (m *Meter) work(l *lane) {
 		for _, o := range took {
 			o.busy = true
 		}
-		m.inFlight++
 		m.inCharge += len(batch)
 		if m.inCharge >= m.opts.OverlapAt {
 			m.wakeLanes() // the others may now start beside it
@@ -317,7 +315,6 @@ func (m *Meter) work(l *lane) {
 		for _, o := range took {
 			o.busy = false
 		}
-		m.inFlight--
 		m.inCharge -= len(batch)
 		m.wakeLanes()
 	}
