@@ -102,6 +102,20 @@ func (lt *laneTest) waitPending(t *testing.T, n int) {
 	}
 }
 
+// startsOnlyAfterRelease checks that once pending charges wait, no batch starts beside the one
+// held in flight, and that when it is released the next batch holds want charges.
+func (lt *laneTest) startsOnlyAfterRelease(t *testing.T, pending, want int, who string) {
+	t.Helper()
+	lt.waitPending(t, pending)
+	if n := lt.nextBatch(200 * time.Millisecond); n != 0 {
+		t.Fatalf("%s started a batch of %d beside the one in flight: it must wait", who, n)
+	}
+	lt.releaseAll()
+	if n := lt.nextBatch(10 * time.Second); n != want {
+		t.Fatalf("%s: the batch after the one in flight holds %d charges, want %d", who, n, want)
+	}
+}
+
 // Under light load a batch starts only when none is in flight, and takes the charges of every
 // lane: one transaction instead of two, each sharing its fixed cost with fewer charges.
 func TestBelowOverlapAtTheNextBatchWaitsAndTakesEveryLane(t *testing.T) {
@@ -110,14 +124,7 @@ func TestBelowOverlapAtTheNextBatchWaitsAndTakesEveryLane(t *testing.T) {
 	lt.send(t, lt.keys[0][1], "pl_0000002")
 	lt.send(t, lt.keys[1][0], "pl_0000003")
 	lt.send(t, lt.keys[1][1], "pl_0000004")
-	lt.waitPending(t, 3)
-	if n := lt.nextBatch(200 * time.Millisecond); n != 0 {
-		t.Fatalf("a batch of %d started beside the one in flight; below OverlapAt it must wait", n)
-	}
-	lt.releaseAll()
-	if n := lt.nextBatch(10 * time.Second); n != 3 {
-		t.Fatalf("batch after the one in flight: %d charges, want all 3 of both lanes", n)
-	}
+	lt.startsOnlyAfterRelease(t, 3, 3, "below OverlapAt, both lanes' charges")
 }
 
 // A lane holding OverlapAt charges starts its batch beside the one in flight: under heavy load
@@ -186,12 +193,5 @@ func TestALaneWhoseChargesASweepHoldsWaitsForIt(t *testing.T) {
 	for i, p := range []string{"pl_0000004", "pl_0000005", "pl_0000006", "pl_0000007"} {
 		lt.send(t, lt.keys[0][i%2], p)
 	}
-	lt.waitPending(t, 4)
-	if n := lt.nextBatch(200 * time.Millisecond); n != 0 {
-		t.Fatalf("lane 0 started a batch of %d beside the sweep holding one of its charges", n)
-	}
-	lt.releaseAll()
-	if n := lt.nextBatch(10 * time.Second); n != 4 {
-		t.Fatalf("lane 0's batch after the sweep: %d charges, want 4", n)
-	}
+	lt.startsOnlyAfterRelease(t, 4, 4, "lane 0, whose charge the sweep holds,")
 }
