@@ -118,12 +118,13 @@ psql "$db_url" -AtF $'\t' -c "SELECT place_id, has_menu, coalesce(latitude::text
 # Then one run's length of the mix, not measured, on each server before its runs: the runs
 # measure a server that has been serving (the meter holding every account, the caches warm), not
 # the first seconds after the catalog import, which only the metered server (run first) would pay.
-warm_day() { "$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration "${secs}s" \
-  -connections "$conns" -mix "$mix" -label warmup >/dev/null; }
+# warm_detail does the same with place detail only, before the runs that compare detail rates
+# across a restart.
+warm() { "$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration "${secs}s" \
+  -connections "$conns" -mix "$1" -label warmup >/dev/null; }
+warm_day() { warm "$mix"; }
+warm_detail() { warm detail=100; }
 warm_day
-# The same with place detail only, before the runs that compare detail rates across a restart.
-warm_detail() { "$out/bin/kyload" -url "$read_url" -keys "$out/keys.txt" -places "$out/places.tsv" -duration "${secs}s" \
-  -connections "$conns" -mix detail=100 -label warmup >/dev/null; }
 # What else runs on this shared machine, sampled mid-run; the report shows it.
 (sleep $((secs / 2)); top -b -n 2 -d 2 -o %CPU -w 140 | awk '/^top -/{n++} n==2' | head -22 >"$out/neighbours.txt") &
 # Database growth over both metered runs: sizes after a CHECKPOINT, projections caught up.
