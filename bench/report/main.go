@@ -293,11 +293,7 @@ func (r *report) write() string {
 		r.check("metered mix / unmetered mix", "≥ 0.8×", mixed, 0.8, true, "×")
 		r.check("metered mix p99 / unmetered mix p99", "≤ 2×", mixP99, 2, false, "×")
 	}
-	if detailRPS, n := median(rounds, rpsOf(meteredDetail)); n > 0 {
-		detailP99ms, _ := median(rounds, p99Of(meteredDetail))
-		r.check("metered detail throughput, 64 connections", "≥ 5,000 req/s", detailRPS, 5000, true, "req/s")
-		r.check("metered detail p99, 64 connections", "< 25 ms", detailP99ms, 25, false, "ms")
-	}
+	r.detailAbsolute(rounds)
 
 	r.bytesPerRequest(md, mm)
 	r.redisLimiter(md)

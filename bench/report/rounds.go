@@ -126,3 +126,26 @@ func (r *report) roundsTable(rs []round) {
 	}
 	r.p("")
 }
+
+// detailAbsolute judges the metered detail throughput and p99 themselves (medians over the
+// rounds). They move with the machine, so when either misses, the report gives the unmetered
+// server's figures of the same rounds beside them: how fast the machine was during the run.
+func (r *report) detailAbsolute(rs []round) {
+	detailRPS, n := median(rs, rpsOf(meteredDetail))
+	if n == 0 {
+		return
+	}
+	detailP99ms, _ := median(rs, p99Of(meteredDetail))
+	r.check("metered detail throughput, 64 connections", "≥ 5,000 req/s", detailRPS, 5000, true, "req/s")
+	r.check("metered detail p99, 64 connections", "< 25 ms", detailP99ms, 25, false, "ms")
+	unRPS, nu := median(rs, rpsOf(unmeteredDetail))
+	if (detailRPS >= 5000 && detailP99ms < 25) || nu == 0 {
+		return
+	}
+	unP99ms, _ := median(rs, p99Of(unmeteredDetail))
+	r.p("The metered detail throughput and p99 targets are absolute figures, and move with the machine: in")
+	r.p("the same rounds the unmetered server gave a median of %s req/s with a p99 of %.1f ms on the same", thousands(unRPS), unP99ms)
+	r.p("cores. The ratios, measured side by side, are the figures another run can be compared by; what")
+	r.p("bounds the metered path is below (\"What bounds the metered path\").")
+	r.p("")
+}

@@ -79,3 +79,25 @@ func TestTheTargetsJudgeTheMedianOfEachRoundsRatio(t *testing.T) {
 		t.Errorf("a format verb went wrong in the text around the rounds' table: %q", doc[max(0, i-40):min(len(doc), i+40)])
 	}
 }
+
+// A missed absolute detail target comes with the unmetered figures of the same rounds; a met
+// one says nothing more.
+func TestAMissedAbsoluteDetailTargetShowsTheMachinesSpeedBesideIt(t *testing.T) {
+	for _, c := range []struct {
+		metRPS, metP99 float64
+		explained      bool
+	}{{6000, 20, false}, {4000, 20, true}, {6000, 31, true}} {
+		dir := t.TempDir()
+		writeRun(t, dir, "metered-detail", c.metRPS, c.metP99)
+		writeRun(t, dir, "unmetered-detail", 8000, 18)
+		r := &report{dir: dir, rounds: 1}
+		r.detailAbsolute(r.loadRounds())
+		doc := r.b.String()
+		if got := strings.Contains(doc, "the unmetered server gave a median of 8,000 req/s with a p99 of 18.0 ms"); got != c.explained {
+			t.Errorf("metered %v req/s, p99 %v ms: explained %v, want %v:\n%s", c.metRPS, c.metP99, got, c.explained, doc)
+		}
+		if len(r.targets) != 2 {
+			t.Errorf("%d targets judged, want the throughput and the p99", len(r.targets))
+		}
+	}
+}
