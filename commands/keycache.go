@@ -56,7 +56,15 @@ type KeyCache struct {
 	// cache trusted, deaf to every change, until TCP gave up on it. Default keyPingEvery;
 	// set it before Listen starts.
 	PingEvery time.Duration
+	// LookupWait bounds each read of the table (a key not cached, Verify): a connection that
+	// stops answering (a partition, a failover) must not hold a request for ever, whatever the
+	// caller's context allows. The read API's context ends only when its client goes away.
+	// Default keyLookupWait; NewMeter sets it to the meter's BatchWait.
+	LookupWait time.Duration
 }
+
+// keyLookupWait is LookupWait's default: a batch's bound (MeterOptions.BatchWait).
+const keyLookupWait = batchWait
 
 // keyPingEvery bounds, twice over, how long a silently lost notification connection keeps
 // the cache trusted.
@@ -72,7 +80,8 @@ const maxCachedKeys = 200_000
 
 // NewKeyCache returns an empty cache over the write model in pool.
 func NewKeyCache(pool *pgxpool.Pool) *KeyCache {
-	return &KeyCache{pool: pool, keys: map[domain.KeyHash]cachedKey{}, byAccount: map[string][]domain.KeyHash{}}
+	return &KeyCache{pool: pool, keys: map[domain.KeyHash]cachedKey{}, byAccount: map[string][]domain.KeyHash{},
+		LookupWait: keyLookupWait}
 }
 
 // Authenticate resolves a key hash to its caller. An unknown key is ErrInvalidKey; a revoked
@@ -128,6 +137,8 @@ func (c *KeyCache) Verify(ctx context.Context, hash domain.KeyHash, now time.Tim
 }
 
 func (c *KeyCache) lookup(ctx context.Context, hash domain.KeyHash) (cachedKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.LookupWait)
+	defer cancel()
 	k := cachedKey{caller: Caller{KeyHash: hash}}
 	err := c.pool.QueryRow(ctx, `SELECT k.key_id, k.key_no, k.state, k.grace_until, k.account_id, a.stream_no,
 			coalesce(a.rate_limit_per_minute, 0)

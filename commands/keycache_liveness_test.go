@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
@@ -162,5 +165,45 @@ func TestAKeyCacheWhoseListenConnectionWentSilentStopsTrustingItself(t *testing.
 	}
 	if _, err := b.meter.Authenticate(ctx, hash); !errors.Is(err, domain.ErrKeyRevoked) {
 		t.Fatalf("B authenticates the key revoked while its connection was silent: %v", err)
+	}
+}
+
+// A key's read of the table (a key not cached, Verify) on a connection that went silent ends
+// after the meter's BatchWait, as unavailable, whatever the caller's context allows: the read
+// API's request context ends only when its client goes away, and a partition would otherwise
+// hold every request with an uncached key for as long as TCP takes to give up.
+func TestAKeyLookupOnASilentConnectionEndsAfterBatchWait(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	u, _ := url.Parse(dbURL)
+	proxy := newSilentProxy(t, u.Host)
+	clk := &clock{now: noon}
+	a := newStack(t, dbURL, clk)
+	// One connection, so the frozen one is the one the lookup gets; no Listen, so nothing is
+	// cached and every Authenticate reads the table.
+	b := newStack(t, proxy.url(t, dbURL)+"&pool_max_conns=1", clk, commands.MeterOptions{BatchWait: 300 * time.Millisecond})
+	t.Cleanup(proxy.closeAll) // before b's pool closes its connection
+	_, key := fundedAccount(t, a, 500)
+	hash := domain.HashKey(key.APIKey)
+	if _, err := b.meter.Authenticate(context.Background(), hash); err != nil {
+		t.Fatal(err)
+	}
+	if proxy.freeze() == 0 {
+		t.Fatal("b has no connection through the proxy")
+	}
+	for name, read := range map[string]func() error{
+		"Authenticate": func() error { _, err := b.meter.Authenticate(context.Background(), hash); return err },
+		"Verify":       func() error { return b.meter.Verify(context.Background(), hash) },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- read() }()
+		// Not a time limit on the answer: a guard so that a hang fails rather than stalls the run.
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) && !pgconn.Timeout(err) {
+				t.Errorf("%s on a silent connection: %v; want its deadline exceeded", name, err)
+			}
+		case <-time.After(3 * time.Minute):
+			t.Fatalf("%s on a silent connection never ended", name)
+		}
 	}
 }

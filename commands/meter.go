@@ -65,7 +65,8 @@ type MeterOptions struct {
 	// held (one round trip), or from reads under the accounts' locks (two or three).
 	OnDecided func(fromMemory, underLock int)
 	// BatchWait bounds a batch's round trips to PostgreSQL (default 10 s): a connection that
-	// has not answered by then is taken for lost (see batchWait in charge.go).
+	// has not answered by then is taken for lost (see batchWait in charge.go). The key cache's
+	// reads of the table are bounded by it too.
 	BatchWait time.Duration
 	// Hooks let tests act where failures matter; nil in production.
 	Hooks MeterHooks
@@ -163,6 +164,7 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	}
 	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool),
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}
+	m.keys.LookupWait = opts.BatchWait
 	m.workers.Add(opts.Workers)
 	for range opts.Workers {
 		l := &lane{wake: sync.NewCond(&m.mu)}
@@ -204,11 +206,9 @@ func (m *Meter) Authenticate(ctx context.Context, hash domain.KeyHash) (Caller, 
 }
 
 // Verify reads the key's state from the write model, bypassing the cache (see KeyCache.Verify).
+// Its read is bounded as a batch is (KeyCache.LookupWait): a database that does not answer (a
+// partition) must not hold the request for ever; the caller then keeps the answer it had.
 func (m *Meter) Verify(ctx context.Context, hash domain.KeyHash) error {
-	// Bounded as a batch is: a database that does not answer (a partition) must not hold the
-	// request for ever; the caller then keeps the answer it had.
-	ctx, cancel := context.WithTimeout(ctx, m.opts.BatchWait)
-	defer cancel()
 	return m.keys.Verify(ctx, hash, m.clock().UTC())
 }
 
