@@ -163,6 +163,14 @@ func (r *report) check(name, goal string, got, want float64, higher bool, unit s
 	if !higher {
 		met = got <= want
 	}
+	shown, gap := num(got, unit), num(abs(got-want), unit)
+	pct := func(f float64) string { return fmt.Sprintf("%.0f%%", f) }
+	if !met && shown == num(want, unit) {
+		// A miss that rounds to the goal itself ("1.00× … missed by 0%") shows the digits that
+		// make it one.
+		shown, gap = fineNum(got, unit), fineNum(abs(got-want), unit)
+		pct = func(f float64) string { return fmt.Sprintf("%.2f%%", f) }
+	}
 	var margin string
 	switch {
 	case want == 0:
@@ -170,11 +178,19 @@ func (r *report) check(name, goal string, got, want float64, higher bool, unit s
 	case met:
 		margin = fmt.Sprintf("met with %.0f%% to spare", 100*abs(got-want)/want)
 	case higher:
-		margin = fmt.Sprintf("missed by %.0f%% (%s short)", 100*(want-got)/want, num(want-got, unit))
+		margin = fmt.Sprintf("missed by %s (%s short)", pct(100*(want-got)/want), gap)
 	default:
-		margin = fmt.Sprintf("missed by %.0f%% (%s over)", 100*(got-want)/want, num(got-want, unit))
+		margin = fmt.Sprintf("missed by %s (%s over)", pct(100*(got-want)/want), gap)
 	}
-	r.targets = append(r.targets, target{name, goal, num(got, unit), met, margin})
+	r.targets = append(r.targets, target{name, goal, shown, met, margin})
+}
+
+// fineNum is num with two more digits.
+func fineNum(v float64, unit string) string {
+	if unit == "×" {
+		return fmt.Sprintf("%.4f×", v)
+	}
+	return fmt.Sprintf("%.4f %s", v, unit)
 }
 
 func abs(f float64) float64 { return max(f, -f) }

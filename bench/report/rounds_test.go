@@ -101,3 +101,24 @@ func TestAMissedAbsoluteDetailTargetShowsTheMachinesSpeedBesideIt(t *testing.T) 
 		}
 	}
 }
+
+// A target missed by less than its figures' rounding says by how much, not "1.00× … missed by
+// 0% (0.00× short)"; one missed by more keeps the usual digits.
+func TestATargetMissedByLessThanTheRoundingShowsTheDigitsThatMissIt(t *testing.T) {
+	r := &report{}
+	r.check("after / before", "≥ 1.0×", 6094.0/6101.0, 1, true, "×")
+	r.check("p99", "< 25 ms", 25.001, 25, false, "ms")
+	r.check("ratio", "≥ 0.8×", 0.62, 0.8, true, "×")
+	r.check("met", "≥ 1.0×", 1.0, 1, true, "×")
+	want := []target{
+		{"after / before", "≥ 1.0×", "0.9989×", false, "missed by 0.11% (0.0011× short)"},
+		{"p99", "< 25 ms", "25.0010 ms", false, "missed by 0.00% (0.0010 ms over)"},
+		{"ratio", "≥ 0.8×", "0.62×", false, "missed by 23% (0.18× short)"},
+		{"met", "≥ 1.0×", "1.00×", true, "met with 0% to spare"},
+	}
+	for i, w := range want {
+		if r.targets[i] != w {
+			t.Errorf("target %d: %+v, want %+v", i, r.targets[i], w)
+		}
+	}
+}
