@@ -5,7 +5,8 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin/kyapi
-# A private PostgreSQL from the system binaries unless DATABASE_URL points elsewhere.
+# A private PostgreSQL from the system binaries unless DATABASE_URL points elsewhere. (Assigned,
+# then exported: `export X=$(...)` would hide a failure of scripts/devdb.sh from set -e.)
 DB_URL = $${DATABASE_URL:-$$(scripts/devdb.sh url)}
 
 export ADMIN_TOKEN ?= dev-admin-token
@@ -18,14 +19,14 @@ build:
 	$(GO) build -o $(BIN) ./cmd/kyapi
 
 run: build
-	@set -e; export DATABASE_URL=$(DB_URL); \
+	@set -e; DATABASE_URL=$(DB_URL); export DATABASE_URL; \
 	$(BIN) migrate; \
 	$(BIN) demo-data; \
 	echo "Admin API on 127.0.0.1:8081 (token: $$ADMIN_TOKEN). Console: http://127.0.0.1:8081/console/ (sign in with the token). Metrics: http://127.0.0.1:8081/metrics. Ctrl-C stops the service."; \
 	exec $(BIN) serve
 
 test: vet
-	@set -e; export DATABASE_URL=$(DB_URL); \
+	@set -e; DATABASE_URL=$(DB_URL); export DATABASE_URL; \
 	$(GO) test -count=1 -timeout 30m ./...
 
 vet:

@@ -23,7 +23,8 @@ url) ;;
 *) echo "usage: $0 [url|stop]" >&2; exit 2 ;;
 esac
 
-exec 9>"$base.lock" 2>/dev/null || { mkdir -p "$(dirname "$base")"; exec 9>"$base.lock"; }
+# (The braces keep the 2>/dev/null to this line: on exec itself it would silence the script.)
+{ exec 9>"$base.lock"; } 2>/dev/null || { mkdir -p "$(dirname "$base")"; exec 9>"$base.lock"; }
 flock -w 300 9 || { echo "devdb: timed out waiting for $base.lock" >&2; exit 1; }
 if [ ! -f "$data/PG_VERSION" ]; then
   mkdir -p "$data"
@@ -40,8 +41,17 @@ shared_preload_libraries = 'pg_stat_statements'
 CONF
 fi
 if ! as_pg "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-  as_pg "$bin/pg_ctl" -D "$data" -l "$base/postgres.log" -o "-p $port" -w -t 60 start >/dev/null 2>&1 9>&- \
-    || { tail -n 30 "$base/postgres.log" >&2; exit 1; }
+  # The port is in the kernel's ephemeral range, so an outgoing connection can hold it for a
+  # while: then the next port is tried, up to 20.
+  for try in $(seq 0 19); do
+    log_lines=$({ cat "$base/postgres.log" 2>/dev/null || true; } | wc -l)
+    as_pg "$bin/pg_ctl" -D "$data" -l "$base/postgres.log" -o "-p $((port + try))" -w -t 60 start >/dev/null 2>&1 9>&- && break
+    if [ "$try" = 19 ] || ! tail -n +"$((log_lines + 1))" "$base/postgres.log" | grep -q "Address already in use"; then
+      echo "devdb: PostgreSQL did not start; the end of $base/postgres.log:" >&2
+      tail -n 30 "$base/postgres.log" >&2
+      exit 1
+    fi
+  done
 fi
 # A running cluster keeps the port it was started with.
 port=$(sed -n 4p "$data/postmaster.pid")
