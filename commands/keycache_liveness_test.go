@@ -117,17 +117,26 @@ func (p *silentProxy) url(t *testing.T, dbURL string) string {
 	return u.String()
 }
 
+// processesApart is two processes on one new database: a connects directly, b through a
+// silentProxy (its URL with urlSuffix, b's meter with opts), whose connections the test can
+// freeze.
+func processesApart(t *testing.T, clk *clock, urlSuffix string, opts ...commands.MeterOptions) (a, b stack, proxy *silentProxy) {
+	dbURL := pgtest.NewDatabase(t)
+	u, _ := url.Parse(dbURL)
+	proxy = newSilentProxy(t, u.Host)
+	a = newStack(t, dbURL, clk)
+	b = newStack(t, proxy.url(t, dbURL)+urlSuffix, clk, opts...)
+	t.Cleanup(proxy.closeAll) // before b's pool closes its connections, which may be frozen
+	return a, b, proxy
+}
+
 // A notification connection that goes silent — its peer gone without closing it, as in a
 // network partition or a failover — is found out by Listen's ping: the cache stops trusting
 // itself and empties, and once the process reaches the database again it refuses a key
 // revoked meanwhile.
 func TestAKeyCacheWhoseListenConnectionWentSilentStopsTrustingItself(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	u, _ := url.Parse(dbURL)
-	proxy := newSilentProxy(t, u.Host)
 	clk := &clock{now: noon}
-	a := newStack(t, dbURL, clk)
-	b := newStack(t, proxy.url(t, dbURL), clk) // process B reaches PostgreSQL through the proxy
+	a, b, proxy := processesApart(t, clk, "")
 	accountID, key := fundedAccount(t, a, 500)
 	hash := domain.HashKey(key.APIKey)
 
@@ -173,15 +182,9 @@ func TestAKeyCacheWhoseListenConnectionWentSilentStopsTrustingItself(t *testing.
 // API's request context ends only when its client goes away, and a partition would otherwise
 // hold every request with an uncached key for as long as TCP takes to give up.
 func TestAKeyLookupOnASilentConnectionEndsAfterBatchWait(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	u, _ := url.Parse(dbURL)
-	proxy := newSilentProxy(t, u.Host)
-	clk := &clock{now: noon}
-	a := newStack(t, dbURL, clk)
 	// One connection, so the frozen one is the one the lookup gets; no Listen, so nothing is
 	// cached and every Authenticate reads the table.
-	b := newStack(t, proxy.url(t, dbURL)+"&pool_max_conns=1", clk, commands.MeterOptions{BatchWait: 300 * time.Millisecond})
-	t.Cleanup(proxy.closeAll) // before b's pool closes its connection
+	a, b, proxy := processesApart(t, &clock{now: noon}, "&pool_max_conns=1", commands.MeterOptions{BatchWait: 300 * time.Millisecond})
 	_, key := fundedAccount(t, a, 500)
 	hash := domain.HashKey(key.APIKey)
 	if _, err := b.meter.Authenticate(context.Background(), hash); err != nil {
