@@ -169,7 +169,7 @@ func (r *report) check(name, goal string, got, want float64, higher bool, unit s
 		// A miss that rounds to the goal itself ("1.00× … missed by 0%") shows the digits that
 		// make it one.
 		shown, gap = fineNum(got, unit), fineNum(abs(got-want), unit)
-		pct = func(f float64) string { return fmt.Sprintf("%.2f%%", f) }
+		pct = func(f float64) string { return fmt.Sprintf("%.2g%%", f) }
 	}
 	var margin string
 	switch {

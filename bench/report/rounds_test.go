@@ -112,7 +112,7 @@ func TestATargetMissedByLessThanTheRoundingShowsTheDigitsThatMissIt(t *testing.T
 	r.check("met", "≥ 1.0×", 1.0, 1, true, "×")
 	want := []target{
 		{"after / before", "≥ 1.0×", "0.9989×", false, "missed by 0.11% (0.0011× short)"},
-		{"p99", "< 25 ms", "25.0010 ms", false, "missed by 0.00% (0.0010 ms over)"},
+		{"p99", "< 25 ms", "25.0010 ms", false, "missed by 0.004% (0.0010 ms over)"},
 		{"ratio", "≥ 0.8×", "0.62×", false, "missed by 23% (0.18× short)"},
 		{"met", "≥ 1.0×", "1.00×", true, "met with 0% to spare"},
 	}
