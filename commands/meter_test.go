@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -860,20 +859,17 @@ func waitForBalance(t *testing.T, probe stack, accountID string, want int64) {
 // own), the backend it left is ended (so its account's locks are free), and the meter goes on
 // for that account and for another whose charge queued behind it in the same lane.
 func TestABatchWhoseConnectionGoesSilentIsAnsweredAndTheMeterGoesOn(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	u, _ := url.Parse(dbURL)
-	proxy := newSilentProxy(t, u.Host)
 	var armed atomic.Bool
-	s := newStack(t, proxy.url(t, dbURL)+"&pool_ping_timeout=500ms", &clock{now: noon}, commands.MeterOptions{Workers: 1, BatchWait: 2 * time.Second,
+	var proxy *silentProxy
+	// s meters through the proxy. The test's own reads of the store go around it (direct): a
+	// connection it froze can sit idle in s's pool for less than the pool's ping interval, and
+	// a read sent on it would never end.
+	direct, s, proxy := processesApart(t, &clock{now: noon}, "&pool_ping_timeout=500ms", commands.MeterOptions{Workers: 1, BatchWait: 2 * time.Second,
 		Hooks: commands.MeterHooks{AfterCommitSent: func(uint32, func()) {
 			if armed.CompareAndSwap(true, false) {
 				proxy.freeze()
 			}
 		}}})
-	t.Cleanup(proxy.closeAll) // before the pool closes its connections
-	// The test's own reads of the store go around the proxy: a connection it froze can sit idle
-	// in s's pool for less than the pool's ping interval, and a read sent on it would never end.
-	direct := newStack(t, dbURL, &clock{now: noon})
 	id, key := fundedAccount(t, s, 500)
 	_, other := fundedAccount(t, s, 500)
 	hash, otherHash := domain.HashKey(key.APIKey), domain.HashKey(other.APIKey)
