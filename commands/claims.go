@@ -43,9 +43,10 @@ func Maintain(ctx context.Context, store *eventstore.Store, now time.Time) (part
 // Past it, the accounts charged longest ago are forgotten; their claims are read again from
 // the store when they next need them. Where accounts are charged about evenly (no account
 // waits long for its next charge), once the day's claims of the accounts a process charges
-// outgrow the bound most batches read some account's whole day back (thousands of claims) and
-// the metered path costs about twice as much: the bound is for the claims a process sees in a
-// busy day, not for a few hours of it (docs/operations.md, "The maintenance loop").
+// outgrow the bound most batches read some account's whole day back (thousands of claims), and
+// the metered path costs more the larger the accounts' days are: about 2.5 times at 1.35 times
+// the bound, 12 times at 3.3 times it (docs/operations.md, "The maintenance loop", has the
+// measurements). The bound is for the claims a process sees in a busy day, not in a few hours.
 const DefaultMaxClaims = 4_000_000
 
 // claimCache holds, for the accounts this process charges, the resources each has paid for on
