@@ -135,12 +135,7 @@ func (s *archivedStore) archiveFirstPartition(t *testing.T) {
 	if err != nil || len(parts) == 0 {
 		t.Fatalf("partitions %v: %v", parts, err)
 	}
-	var names []string
-	for _, a := range projections.SQLAppliers(time.Now) {
-		names = append(names, a.Name())
-	}
-	if _, err := archive.Archive(ctx, s.pool, archive.Options{Before: parts[0].To, File: filepath.Join(t.TempDir(), "archive.jsonl.gz"),
-		Now: archivedStart.AddDate(0, 1, 0), Projections: names}); err != nil {
+	if _, err := archive.Archive(ctx, s.pool, s.archiveOptions(t, parts[0])); err != nil {
 		t.Fatalf("archive: %v", err)
 	}
 	var b int64
@@ -148,6 +143,16 @@ func (s *archivedStore) archiveFirstPartition(t *testing.T) {
 		domain.AccountStream(s.account)).Scan(&b); err != nil || b != 1 {
 		t.Fatalf("setup: the account has %d archived boundaries (%v), want 1", b, err)
 	}
+}
+
+// archiveOptions archive the events before the end of partition p, a month after archivedStart.
+func (s *archivedStore) archiveOptions(t *testing.T, p eventstore.Partition) archive.Options {
+	var names []string
+	for _, a := range projections.SQLAppliers(time.Now) {
+		names = append(names, a.Name())
+	}
+	return archive.Options{Before: p.To, File: filepath.Join(t.TempDir(), "archive.jsonl.gz"),
+		Now: archivedStart.AddDate(0, 1, 0), Projections: names}
 }
 
 // audit returns what an audit reports, one difference a line ("" for none).

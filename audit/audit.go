@@ -121,14 +121,12 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 		return Report{}, err
 	}
 	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	tx, snapshot, err := exportSnapshot(ctx, conn)
 	if err != nil {
 		return Report{}, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := tx.QueryRow(ctx, `SELECT pg_export_snapshot()`).Scan(&a.snapshot); err != nil {
-		return Report{}, err
-	}
+	a.snapshot = snapshot
 	if a.checkpoints, err = readCheckpoints(ctx, tx); err != nil {
 		return Report{}, err
 	}
@@ -395,6 +393,38 @@ func segmentBounds(ctx context.Context, tx pgx.Tx, streamNo int32, size int64) (
 
 // worker audits units in a transaction on the audit's snapshot.
 func (a *auditor) worker(ctx context.Context, pool *pgxpool.Pool, work <-chan unit) error {
+	return onSnapshot(ctx, pool, a.snapshot, func(tx pgx.Tx) error {
+		for u := range work {
+			if err := a.audit(ctx, tx, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// exportSnapshot begins, on conn, the read-only transaction whose snapshot a check shares with
+// its workers (onSnapshot) and returns it with the snapshot's name. Its first statement locks
+// the archive gate: an archive under way is seen whole, and one that starts during the check
+// waits for it to end (eventstore.ReadSnapshot); the workers need no lock of their own.
+func exportSnapshot(ctx context.Context, conn *pgxpool.Conn) (pgx.Tx, string, error) {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, "", err
+	}
+	var snapshot string
+	if err = eventstore.LockForRead(ctx, tx); err == nil {
+		err = tx.QueryRow(ctx, `SELECT pg_export_snapshot()`).Scan(&snapshot)
+	}
+	if err != nil {
+		tx.Rollback(context.WithoutCancel(ctx))
+		return nil, "", err
+	}
+	return tx, snapshot, nil
+}
+
+// onSnapshot runs fn in a read-only transaction of its own on the exported snapshot.
+func onSnapshot(ctx context.Context, pool *pgxpool.Pool, snapshot string, fn func(pgx.Tx) error) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -405,15 +435,10 @@ func (a *auditor) worker(ctx context.Context, pool *pgxpool.Pool, work <-chan un
 		return err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+a.snapshot+`'`); err != nil {
+	if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+snapshot+`'`); err != nil {
 		return fmt.Errorf("audit: import snapshot: %w", err)
 	}
-	for u := range work {
-		if err := a.audit(ctx, tx, u); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fn(tx)
 }
 
 // audit checks one unit's events and, for whole streams, finishes them.

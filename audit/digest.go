@@ -125,7 +125,7 @@ func TakeDigest(ctx context.Context, pool *pgxpool.Pool, key ed25519.PrivateKey,
 	}
 	d.Position = position
 	leaves := [][32]byte{}
-	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = eventstore.ReadSnapshot(ctx, pool, func(tx pgx.Tx) error {
 		return eventstore.HeadsAt(ctx, tx, position, func(h eventstore.Head) error {
 			d.Heads = append(d.Heads, DigestHead{Stream: h.ID, Version: h.Version, Hash: hex.EncodeToString(h.Hash[:])})
 			d.Events += h.Version

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/archive"
@@ -43,7 +44,19 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 		}
 		want[h.Stream] = digestHead{version: h.Version, hash: hash}
 	}
-	ids, err := eventstore.StreamIDs(ctx, pool)
+	// One snapshot for the whole check, as the audit's: the stream ids, the boundaries and the
+	// events describe the same moment, whatever an archive does meanwhile.
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer conn.Release()
+	tx, snapshot, err := exportSnapshot(ctx, conn)
+	if err != nil {
+		return rep, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	ids, err := eventstore.StreamIDs(ctx, tx)
 	if err != nil {
 		return rep, err
 	}
@@ -63,7 +76,7 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 	// Archived history: a stream's chain is recomputed from its boundary, the chain hash of
 	// its last archived event, which the archive file's own hash vouches for; the boundary's
 	// recorded last event must hash to it (startAt).
-	boundaries, err := eventstore.BoundariesBetween(ctx, pool, math.MinInt32, math.MaxInt32)
+	boundaries, err := eventstore.BoundariesBetween(ctx, tx, math.MinInt32, math.MaxInt32)
 	if err != nil {
 		return rep, err
 	}
@@ -97,11 +110,16 @@ func VerifyDigest(ctx context.Context, pool *pgxpool.Pool, d Digest, workers int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := range work {
-				if err := verifyRange(ctx, pool, d.Position, r, ids, want, boundaries, &mu, seen, &events, differ); err != nil {
-					errs <- err
-					return
+			err := onSnapshot(ctx, pool, snapshot, func(q pgx.Tx) error {
+				for r := range work {
+					if err := verifyRange(ctx, q, d.Position, r, ids, want, boundaries, &mu, seen, &events, differ); err != nil {
+						return err
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				errs <- err
 			}
 		}()
 	}
@@ -248,7 +266,7 @@ func (s *verifyState) finish(position int64, differ func(string, ...any)) {
 }
 
 // verifyRange checks the covered events of the streams numbered r[0] to r[1].
-func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]int32, ids map[int32]string,
+func verifyRange(ctx context.Context, q eventstore.Querier, position int64, r [2]int32, ids map[int32]string,
 	want map[string]digestHead, boundaries map[string]eventstore.Boundary, mu *sync.Mutex, seen map[string]bool, events *int64,
 	differ func(string, ...any)) error {
 	var cur *verifyState
@@ -261,7 +279,7 @@ func verifyRange(ctx context.Context, pool *pgxpool.Pool, position int64, r [2]i
 			mu.Unlock()
 		}
 	}
-	err := eventstore.ScanUpTo(ctx, pool, position, r[0], r[1], func(no int32, e *eventstore.Event) error {
+	err := eventstore.ScanUpTo(ctx, q, position, r[0], r[1], func(no int32, e *eventstore.Event) error {
 		n++
 		if cur == nil || cur.no != no {
 			finish()

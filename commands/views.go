@@ -120,7 +120,7 @@ type ArchivedLedger struct {
 // it and says so (docs/api.md).
 func (v Views) LedgerPage(ctx context.Context, accountID string, after int64, limit int) (LedgerPage, error) {
 	out := LedgerPage{Entries: []LedgerEntry{}}
-	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := eventstore.ReadSnapshot(ctx, v.Pool, func(tx pgx.Tx) error {
 		keys, err := keyIDsByNo(ctx, tx, accountID)
 		if err != nil {
 			return err
@@ -222,7 +222,7 @@ func ledgerEntry(e eventstore.Event, keys map[int]string) (LedgerEntry, error) {
 // *domain.ArchivedError.
 func (v Views) BalanceAt(ctx context.Context, accountID string, at time.Time) (int64, error) {
 	var balance int64
-	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := eventstore.ReadSnapshot(ctx, v.Pool, func(tx pgx.Tx) error {
 		if err := accountExists(ctx, tx, accountID); err != nil {
 			return err
 		}
@@ -276,7 +276,7 @@ type StatementCharges struct {
 // window's events (and balance-at's two lookups), however long the account's history.
 func (v Views) Statement(ctx context.Context, accountID string, from, to time.Time) (Statement, error) {
 	st := Statement{AccountID: accountID, From: from.UTC().Format(time.DateOnly), To: to.UTC().Format(time.DateOnly), Charges: []StatementCharges{}}
-	err := pgx.BeginTxFunc(ctx, v.Pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err := eventstore.ReadSnapshot(ctx, v.Pool, func(tx pgx.Tx) error {
 		if err := accountExists(ctx, tx, accountID); err != nil {
 			return err
 		}

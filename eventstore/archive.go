@@ -265,11 +265,43 @@ func ScanRange(ctx context.Context, q Querier, from, to int64, fn func(Event) er
 	return eachEvent(rows, fn)
 }
 
-// LockForArchive takes the events table for itself for the rest of tx, waiting at most wait:
-// once it holds the lock no append is under way, so a range's events are final. Appends and
-// reads wait for tx meanwhile: keep it short.
+// ReadSnapshot runs fn in a read-only REPEATABLE READ transaction on db whose snapshot sees
+// every archive of events whole or not at all. An archive drops partitions, which no snapshot
+// versions: a snapshot taken before an archive committed, reading the events after it, would
+// find the archived events gone and their streams' boundaries not yet written (a balance-at
+// answering 0, a ledger page missing its first facts without an archived block). So the
+// transaction's first statement locks the archive gate (LockForRead), before the snapshot is
+// frozen (it comes with the first statement that reads): an archive under way finishes first and
+// is seen whole, and one that starts later waits for fn to end (LockForArchive). Keep fn short
+// where an archive may run: an archive waits for it at most its lock wait, then fails.
+func ReadSnapshot(ctx context.Context, db interface {
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if err := LockForRead(ctx, tx); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+// LockForRead locks the archive gate (migration 0024) in ACCESS SHARE mode for the rest of tx.
+// As the first statement of a REPEATABLE READ transaction, it makes the snapshot see archives
+// whole (ReadSnapshot). Transactions that import that snapshot need not lock it again.
+func LockForRead(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `LOCK TABLE archive_gate IN ACCESS SHARE MODE`)
+	return err
+}
+
+// LockForArchive takes the archive gate (ReadSnapshot's reads in progress end first) and then
+// the events table for itself, for the rest of tx, waiting at most wait for each: once it holds
+// the lock no append is under way, so a range's events are final. Appends and reads wait for
+// tx meanwhile: keep it short.
 func LockForArchive(ctx context.Context, tx pgx.Tx, wait time.Duration) error {
 	if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, wait.Milliseconds())); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE archive_gate IN ACCESS EXCLUSIVE MODE`); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, `LOCK TABLE events IN ACCESS EXCLUSIVE MODE`)
