@@ -350,6 +350,9 @@ func (f *folding) add(e eventstore.Event) error {
 			return fmt.Errorf("stream %s v%d (position %d): balance_after %d, but the balance before it was %d and it moved %+d",
 				f.id, e.Version, e.Position, fact.BalanceAfter, f.account.Balance, fact.CreditsDelta)
 		}
+		if err := fact.CheckDelta(); err != nil {
+			return fmt.Errorf("stream %s v%d (position %d): %w", f.id, e.Version, e.Position, err)
+		}
 		if err := f.account.add(e.Version, e.RecordedAt, fact, e.Payload); err != nil {
 			return fmt.Errorf("stream %s v%d (position %d): %w", f.id, e.Version, e.Position, err)
 		}

@@ -215,6 +215,9 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	if f.BalanceAfter < 0 {
 		s.diff("account %s v%d (position %d): balance below zero (%d)", s.info.account, e.Version, e.Position, f.BalanceAfter)
 	}
+	if err := f.CheckDelta(); err != nil {
+		s.diff("account %s v%d %s (position %d): %v", s.info.account, e.Version, e.Type, e.Position, err)
+	}
 	s.balance = f.BalanceAfter
 	switch {
 	case f.Metered():

@@ -227,6 +227,30 @@ func decodeAccountFactJSON(typ string, payload []byte) (AccountFact, error) {
 	return f, nil
 }
 
+// CheckDelta says whether the fact may move the balance as it says: a purchase or a bonus only
+// adds credits, a charge only takes them, and every other fact (a deduplicated request, which is
+// free, included) moves nothing (docs/api.md, the ledger's credits_delta). The audit and the
+// archive hold every fact to it: the balance arithmetic alone (balance_after = the balance before
+// + credits_delta) would let a fact of another kind mint credits that no total counts.
+func (f AccountFact) CheckDelta() error {
+	d := f.CreditsDelta
+	switch f.Type {
+	case EventCreditsPurchased, EventBonusGranted:
+		if d < 0 {
+			return fmt.Errorf("a %s takes %d credits: it may only add credits", f.Type, -d)
+		}
+	case EventRequestCharged:
+		if d > 0 {
+			return fmt.Errorf("a %s adds %d credits: it may only take credits", f.Type, d)
+		}
+	default:
+		if d != 0 {
+			return fmt.Errorf("a %s moves the balance by %+d: only a purchase, a bonus or a charge moves it", f.Type, d)
+		}
+	}
+	return nil
+}
+
 // Metered reports whether the fact is a metered request (charged or deduplicated).
 func (f AccountFact) Metered() bool {
 	return f.Type == EventRequestCharged || f.Type == EventRequestDeduplicated
