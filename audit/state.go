@@ -61,6 +61,9 @@ type streamState struct {
 	hash    [32]byte
 	at      time.Time
 	balance int64
+	// boundary is the position the stream's archived boundary says its archived history ends
+	// at (0: none): its live events must all be after it, for the ledger starts its pages there.
+	boundary int64
 
 	all       sums               // every event read
 	atBalance sums               // events up to the balances projection's checkpoint
@@ -100,7 +103,7 @@ func (s *streamState) diff(format string, args ...any) {
 // passed, and rebuild refuses to start over while history is archived), so they count for the
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
-	s.version, s.hash, s.at = b.Version, b.Hash, b.At
+	s.version, s.hash, s.at, s.boundary = b.Version, b.Hash, b.At, b.Position
 	s.keys.complete, s.keys.before = false, b.At // the boundary state holds no keys: those issued before it are not known
 	var st archive.AccountState
 	if s.info.account != "" {
@@ -197,6 +200,11 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	if e.RecordedAt.Before(s.at) {
 		s.diff("stream %s v%d (position %d): recorded_at %s is before the previous event's %s",
 			id, e.Version, e.Position, e.RecordedAt.Format(time.RFC3339Nano), s.at.Format(time.RFC3339Nano))
+	}
+	if e.Position <= s.boundary {
+		s.diff("stream %s v%d (position %d): its archived boundary says its archived history ends at position %d: the ledger skips this live event and every one up to there",
+			id, e.Version, e.Position, s.boundary)
+		s.boundary = 0 // said once
 	}
 	prevAt := s.at
 	s.version, s.hash, s.at = e.Version, e.Hash, e.RecordedAt
