@@ -92,10 +92,16 @@ func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
 		// A long export keeps writing: each page gets the write time a whole answer gets.
 		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		if entries == nil {
-			if entries, err = s.Views.Ledger(r.Context(), accountID, after, ledgerPage); err != nil {
+			page, err := s.Views.LedgerPage(r.Context(), accountID, after, ledgerPage)
+			if err == nil && page.Archived != nil {
+				// An archive committed during the export took facts it had not written yet.
+				err = fmt.Errorf("facts after position %d were archived during the export (through position %d)", after, page.Archived.Position)
+			}
+			if err != nil {
 				s.logger().WithError(err).WithField("request_id", httpx.RequestIDFrom(r.Context())).Error("ledger export failed mid-way")
 				panic(http.ErrAbortHandler)
 			}
+			entries = page.Entries
 		}
 		for _, e := range entries {
 			if e.Position > head {
