@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Catalog event types. Each record lives in its own stream (see TownStream, PlaceStream,
@@ -41,6 +42,10 @@ const (
 	MaxImportRecords = 200_000
 	MaxImportLine    = 1 << 20 // bytes, without the line break
 	maxIDLength      = 128
+	// maxNameLength bounds a town's or place's name and an event's title, in characters: a
+	// place's normalized name is indexed, and a btree entry holds at most 2,704 bytes (a longer
+	// name, accepted, stopped the catalog projection for good).
+	maxNameLength = 300
 )
 
 // Enrichment tiers of a place.
@@ -331,6 +336,9 @@ func catalogParseTown(o catalogObject) (Town, *catalogFieldError) {
 	if t.Name, ferr = o.requiredString("name"); ferr != nil {
 		return t, ferr
 	}
+	if ferr = catalogCheckName(o.name("name"), t.Name); ferr != nil {
+		return t, ferr
+	}
 	if t.County, ferr = o.optionalString("county"); ferr != nil {
 		return t, ferr
 	}
@@ -353,6 +361,9 @@ func catalogParseEvent(o catalogObject) (CalendarEvent, *catalogFieldError) {
 		return e, ferr
 	}
 	if e.Title, ferr = o.requiredString("title"); ferr != nil {
+		return e, ferr
+	}
+	if ferr = catalogCheckName(o.name("title"), e.Title); ferr != nil {
 		return e, ferr
 	}
 	var typ *string
@@ -406,6 +417,9 @@ func catalogParsePlace(o catalogObject) (Place, *catalogFieldError) {
 		return p, ferr
 	}
 	if p.Name, ferr = o.requiredString("name"); ferr != nil {
+		return p, ferr
+	}
+	if ferr = catalogCheckName(o.name("name"), p.Name); ferr != nil {
 		return p, ferr
 	}
 	if p.Category, ferr = o.requiredString("category"); ferr != nil {
@@ -691,6 +705,13 @@ func catalogCheckID(field, id string) *catalogFieldError {
 	return nil
 }
 
+func catalogCheckName(field, name string) *catalogFieldError {
+	if utf8.RuneCountInString(name) > maxNameLength {
+		return catalogErr(field, "must be at most %d characters", maxNameLength)
+	}
+	return nil
+}
+
 func catalogCheckSlug(field, slug string) *catalogFieldError {
 	if len(slug) > maxIDLength || !catalogSlugPattern.MatchString(slug) {
 		return catalogErr(field, "must be 1 to %d characters of a-z, 0-9 or '-'", maxIDLength)
@@ -951,6 +972,11 @@ func (o catalogObject) timestamp(field string) (*time.Time, *catalogFieldError) 
 	t, err := time.Parse(time.RFC3339, *s)
 	if err != nil {
 		return nil, catalogErr(o.name(field), "must be an RFC 3339 date-time such as 2026-05-01T18:00:00Z")
+	}
+	// The read API serves it in UTC, as JSON: 9999-12-31T23:00:00-05:00 is in the year 10000
+	// there, which no JSON time can say (accepted, it stopped the catalog projection for good).
+	if y := t.UTC().Year(); y < 0 || y > 9999 {
+		return nil, catalogErr(o.name(field), "must fall in a year from 0000 to 9999 in UTC")
 	}
 	return &t, nil
 }

@@ -163,6 +163,14 @@ func TestBadLinesAreReportedByLineAndField(t *testing.T) {
 		{"observation with a bad date", place(`"sources":{"phone":[{"source":"a","value":"1","observed_at":"yesterday"}]}`), "sources.phone[0].observed_at", "RFC 3339"},
 		{"sources not an object", place(`"sources":[]`), "sources", "object"},
 		{"nested record not an object", `{"record":"town","town":"berea"}`, "town", "object"},
+		// Accepted, these stopped the catalog projection: a time past 9999 in UTC cannot be
+		// served as JSON, and a normalized name over 2,704 bytes cannot be indexed.
+		{"observation in the year 10000 in UTC", place(`"sources":{"phone":[{"source":"a","value":"1","observed_at":"9999-12-31T23:00:00-05:00"}]}`), "sources.phone[0].observed_at", "0000 to 9999"},
+		{"review generated in the year 10000 in UTC", place(`"review_summary":{"summary":"s","generated_at":"9999-12-31T23:00:00-05:00"}`), "review_summary.generated_at", "0000 to 9999"},
+		{"event starting in the year 10000 in UTC", `{"record":"event","event_id":"e1","title":"T","start_date":"9999-12-31T20:00:00-04:00"}`, "start_date", "0000 to 9999"},
+		{"place name over 300 characters", place(`"name":"` + strings.Repeat("é", 301) + `"`), "name", "at most 300"},
+		{"town name over 300 characters", `{"record":"town","slug":"berea","name":"` + strings.Repeat("b", 301) + `"}`, "name", "at most 300"},
+		{"event title over 300 characters", `{"record":"event","event_id":"e1","title":"` + strings.Repeat("t", 301) + `","start_date":"2026-12-01T10:00:00Z"}`, "title", "at most 300"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -139,6 +140,10 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 
 // floatParam reads a finite number in [lo, hi]; with loOpen the lower bound is excluded.
 // A missing parameter gives def, or an error when required.
+// decimalNumber is a number as JSON writes it (a leading + allowed): ParseFloat alone also
+// reads hexadecimal floats (0x58.99p0), which no client means as a coordinate.
+var decimalNumber = regexp.MustCompile(`^[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
+
 func floatParam(q url.Values, name string, required bool, def, lo, hi float64, loOpen bool) (float64, error) {
 	s, ok := lookup(q, name)
 	if !ok {
@@ -148,7 +153,7 @@ func floatParam(q url.Values, name string, required bool, def, lo, hi float64, l
 		return def, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	bad := err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v > hi || v < lo || (loOpen && v == lo)
+	bad := err != nil || !decimalNumber.MatchString(s) || math.IsNaN(v) || math.IsInf(v, 0) || v > hi || v < lo || (loOpen && v == lo)
 	if bad {
 		open := "["
 		if loOpen {

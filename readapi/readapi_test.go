@@ -132,6 +132,9 @@ func TestOutOfRangeOrMalformedParametersAre400BadRequestAndNotCharged(t *testing
 		"/api/data/search?lat=north&lng=-84",
 		"/api/data/search?lat=38&lng=-84&radius=0",
 		"/api/data/search?lat=38&lng=-84&radius=50.5",
+		"/api/data/search?lat=37.0834&lng=-0x58.99p0",  // hexadecimal floats: strconv reads -88.6
+		"/api/data/search?lat=38&lng=-84&radius=0x3p0", // and 3
+		"/api/data/search?lat=0x1.2a0ap%2B5&lng=-84",   // and 37.25
 		"/api/data/hidden-gems?limit=51",
 		"/api/data/events?from=2025-13-01",
 		"/api/data/events?to=15/06/2025",
@@ -151,6 +154,10 @@ func TestOutOfRangeOrMalformedParametersAre400BadRequestAndNotCharged(t *testing
 	// The message names the parameter.
 	if r := s.get(key, "/api/data/places?limit=101"); !strings.Contains(string(r.Body), "limit") {
 		t.Fatalf("400 body does not name the parameter: %s", r.Body)
+	}
+	// Decimal numbers as JSON writes them, an exponent or a leading + included, are numbers.
+	if r := s.get(key, "/api/data/search?lat=3.8e1&lng=-84.&radius=%2B5"); r.Status != http.StatusOK {
+		t.Fatalf("lat=3.8e1&lng=-84.&radius=+5: %d %s", r.Status, r.Body)
 	}
 }
 
