@@ -130,7 +130,7 @@ func TestOversizedAdminBodiesAndImportLinesAreRefused(t *testing.T) {
 
 	// A batch over 64 MiB of short valid lines is refused with 413 and nothing of it is
 	// stored, even when the limit cuts a line in two.
-	line := `{"record":"town","slug":"t","name":"` + strings.Repeat("n", 1000) + `"}` + "\n"
+	line := `{"record":"town","slug":"t","name":"T","county":"` + strings.Repeat("n", 1000) + `"}` + "\n"
 	r = f.call("POST", "/admin/catalog/import", strings.Repeat(line, (64<<20)/len(line)+1))
 	f.expect(r, 413, "bad_request")
 	var n int

@@ -342,11 +342,8 @@ func catalogParseTown(o catalogObject) (Town, *catalogFieldError) {
 	if t.County, ferr = o.optionalString("county"); ferr != nil {
 		return t, ferr
 	}
-	if t.Population, ferr = o.integer("population"); ferr != nil {
+	if t.Population, ferr = o.count("population"); ferr != nil {
 		return t, ferr
-	}
-	if t.Population != nil && *t.Population < 0 {
-		return t, catalogErr(o.name("population"), "must not be negative")
 	}
 	return t, nil
 }
@@ -470,11 +467,8 @@ func catalogParsePlace(o catalogObject) (Place, *catalogFieldError) {
 	if p.Rating, ferr = o.numberIn("rating", 0, 5); ferr != nil {
 		return p, ferr
 	}
-	if p.RatingCount, ferr = o.integer("rating_count"); ferr != nil {
+	if p.RatingCount, ferr = o.count("rating_count"); ferr != nil {
 		return p, ferr
-	}
-	if p.RatingCount != nil && *p.RatingCount < 0 {
-		return p, catalogErr(o.name("rating_count"), "must not be negative")
 	}
 	if p.SEODescription, ferr = o.optionalString("seo_description"); ferr != nil {
 		return p, ferr
@@ -631,13 +625,10 @@ func catalogParseReview(o catalogObject, placeID string) (*ReviewSummary, *catal
 		r.Confidence = *conf
 	}
 	var n *int
-	if n, ferr = rv.integer("review_count"); ferr != nil {
+	if n, ferr = rv.count("review_count"); ferr != nil {
 		return nil, ferr
 	}
 	if n != nil {
-		if *n < 0 {
-			return nil, catalogErr(rv.name("review_count"), "must not be negative")
-		}
 		r.ReviewCount = *n
 	}
 	if r.GeneratedAt, ferr = rv.timestamp("generated_at"); ferr != nil {
@@ -947,6 +938,25 @@ func (o catalogObject) integer(field string) (*int, *catalogFieldError) {
 	}
 	n := int(*f)
 	return &n, nil
+}
+
+// maxCount bounds the counts a record holds (population, rating_count, review_count): the
+// catalog's tables keep them as 32-bit integers (an accepted 2^31, which they cannot hold,
+// stopped the catalog projection for good).
+const maxCount = math.MaxInt32
+
+// count is a whole number from 0 to maxCount.
+func (o catalogObject) count(field string) (*int, *catalogFieldError) {
+	n, ferr := o.integer(field)
+	switch {
+	case n == nil || ferr != nil:
+		return nil, ferr
+	case *n < 0:
+		return nil, catalogErr(o.name(field), "must not be negative")
+	case *n > maxCount:
+		return nil, catalogErr(o.name(field), "must be at most %d", maxCount)
+	}
+	return n, nil
 }
 
 func (o catalogObject) boolean(field string) (bool, *catalogFieldError) {

@@ -13,14 +13,16 @@ import (
 )
 
 // What the import accepts at its limits the catalog projection can apply: a name of 300
-// four-byte letters is indexed (its normalized name stays under a btree entry's 2,704 bytes)
-// and the last second of the year 9999 in UTC is served as JSON. One past either limit is
+// four-byte letters is indexed (its normalized name stays under a btree entry's 2,704 bytes),
+// the last second of the year 9999 in UTC is served as JSON, and counts of 2^31-1 fit the
+// tables' integers. One past either limit is
 // refused by the import (domain TestBadLinesAreReportedByLineAndField).
 func TestACatalogRecordAtTheImportsLimitsIsProjected(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	name := strings.Repeat("𝔸", 300)
-	evs := catalogImport(t, pool, []byte(`{"record":"place","place_id":"p-limits","name":"`+name+`","category":"food",`+
-		`"review_summary":{"summary":"s","generated_at":"9999-12-31T23:59:59Z"},`+
+	evs := catalogImport(t, pool, []byte(`{"record":"town","slug":"big","name":"Big","population":2147483647}`+"\n"+
+		`{"record":"place","place_id":"p-limits","name":"`+name+`","category":"food","rating_count":2147483647,`+
+		`"review_summary":{"summary":"s","review_count":2147483647,"generated_at":"9999-12-31T23:59:59Z"},`+
 		`"sources":{"name":[{"source":"a","value":"x","observed_at":"9999-12-31T18:59:59-05:00"}]}}`+"\n"))
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		return projections.Catalog{Clock: func() time.Time { return catalogNow }}.Apply(context.Background(), tx, evs)

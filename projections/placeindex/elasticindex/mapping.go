@@ -14,7 +14,7 @@ package elasticindex
 // category that long is stored but not matched by a category filter, where the
 // embedded index would match it) and the analyzers truncate words to 8000
 // characters (at most 24,000 bytes), after folding, which can lengthen them.
-// rating_count is a long: the catalog takes integers up to 2^53.
+// rating_count is a long: the catalog takes counts up to 2^31-1, and a long holds them all.
 //
 // One shard keeps relevance statistics, and so the order of equal-looking
 // hits, identical to what a single-node test sees. max_result_window covers
