@@ -56,14 +56,18 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 		return BonusResult{}, &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
 	}
 	// The grant's instant is taken holding keyGrantLock alone: every key change recorded
-	// before it has committed (the chunks see it), and every later one is recorded after it.
+	// before it has committed (the chunks see it), and every later one is recorded after it
+	// (keyChangeTime). It is never before a key change that has committed, whatever the clock
+	// of the process that recorded it: a key issued on a process whose clock runs ahead is
+	// eligible, and one revoked there is not.
 	var first bool
 	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, keyGrantLock); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
-			VALUES ($1, $2, $3, 0, $4, 'running') ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
+			SELECT $1, $2, $3, 0, greatest($4::timestamptz, max(issued_at), max(revoked_at)), 'running' FROM api_keys
+			ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
 		first = tag.RowsAffected() == 1
 		return err
 	})

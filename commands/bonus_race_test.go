@@ -120,3 +120,31 @@ func TestAKeyIssuedWhileAGrantStartsIsRecordedAfterItAndNotEligible(t *testing.T
 			"balance %d, want 0; key issued_at %s, granted_at %s", bal, issuedAt.UTC().Format(time.RFC3339Nano), grantedAt.UTC().Format(time.RFC3339Nano))
 	}
 }
+
+// The mirror image: key changes that committed before the grant was asked for, on a process
+// whose clock is 5 ms ahead of the granting one. The grant's instant is never before them, so
+// the key issued there is eligible and the key revoked there is not.
+func TestKeyChangesCommittedBeforeAGrantOnAFasterClockAreSeenByIt(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	gClock := &clock{now: noon}
+	kClock := &clock{now: noon.Add(5 * time.Millisecond)}
+	g := newStack(t, dbURL, gClock) // asked for the grant
+	k := newStack(t, dbURL, kClock) // changes keys, its clock ahead
+
+	issued, _ := fundedAccount(t, k, 0) // its only key issued (and committed) before the grant
+	kClock.Advance(-time.Hour)
+	gone, key := fundedAccount(t, k, 0) // a key an hour old...
+	kClock.Advance(time.Hour)
+	if err := k.accounts.RevokeKey(ctx, gone, key.KeyID, "compromised", eventstore.Metadata{}); err != nil {
+		t.Fatal(err) // ...revoked (and committed) before the grant
+	}
+	if _, err := g.accounts.GrantBonus(ctx, "outage-skew", 100, "outage", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	if b := ledgerOf(t, g, issued).balance; b != 100 {
+		t.Errorf("an account whose key was issued before the grant was asked for has %d credits, want 100", b)
+	}
+	if b := ledgerOf(t, g, gone).balance; b != 0 {
+		t.Errorf("an account whose only key was revoked before the grant was asked for has %d credits, want 0", b)
+	}
+}
