@@ -181,7 +181,9 @@ func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
 		return result{redirect: issuedPath(id, issue.keyID)}, nil
 	}
 	defer close(issue.done)
-	key, err := s.Accounts.IssueKeyReplacing(r.Context(), id, r.PostFormValue("from_key"), meta(r))
+	// Not cancelled with the request: a browser abandons the first request of a double click,
+	// and the second, waiting for this one, must get its key (docs/operations.md).
+	key, err := s.Accounts.IssueKeyReplacing(context.WithoutCancel(r.Context()), id, r.PostFormValue("from_key"), meta(r))
 	if errors.Is(err, commands.ErrKeysChanged) {
 		err = &domain.ValidationError{Field: "from_key", Message: "the account's keys changed since this page was shown; nothing was issued: check its keys below before you rotate again"}
 	}

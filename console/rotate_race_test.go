@@ -95,3 +95,86 @@ func TestTwoSessionsRotatingTogetherRotateOnce(t *testing.T) {
 			st, strings.TrimSpace(b), body)
 	}
 }
+
+// A browser that gets a second click on a submit button abandons the first request (it
+// closes the connection) and sends the form again. docs/operations.md promises that the
+// second answer "leads to the first one's key". Here the first request is still waiting on
+// the account (a charge batch holds it) when it is abandoned.
+func TestADoubleClickWhoseFirstRequestIsAbandonedStillLeadsToAKey(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Dbl Co", "dbl@example.com")
+	issueViaAdmin(t, svc, id)
+	c, csrf := signedInConsole(t, svc)
+	form := issueFormOf(t, c, svc, id, csrf)
+
+	pool, err := pgxpool.New(context.Background(), svc.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	waitingOnAccount := func() int {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FROM accounts WHERE account_id = $1 FOR UPDATE%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// First click: waits on the account.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx1, http.MethodPost, svc.AdminURL+"/console/accounts/"+id+"/keys", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	for i := 0; waitingOnAccount() < 1; i++ {
+		if i > 2000 {
+			t.Fatal("the first request never reached the account")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Second click: the same form; the browser abandons the first request.
+	second := make(chan *http.Response, 1)
+	go func() {
+		resp, err := c.PostForm(svc.AdminURL+"/console/accounts/"+id+"/keys", form)
+		if err != nil {
+			t.Error(err)
+			second <- nil
+			return
+		}
+		second <- resp
+	}()
+	time.Sleep(300 * time.Millisecond) // the second request is waiting for the first one's issue
+	cancel1()
+	<-first
+	time.Sleep(300 * time.Millisecond)
+	if err := tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-second
+	if resp == nil {
+		return
+	}
+	body := readAll(t, resp)
+	if resp.StatusCode != http.StatusSeeOther {
+		msg := body
+		if i := strings.Index(body, `id="error">`); i >= 0 {
+			msg = body[i : i+strings.Index(body[i:], "</p>")]
+		}
+		t.Fatalf("second click of a double click: %d, want 303 to the issued key; page says %s", resp.StatusCode, msg)
+	}
+}

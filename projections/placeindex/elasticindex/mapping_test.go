@@ -51,19 +51,24 @@ func mapping(t *testing.T) mappingBody {
 	return body
 }
 
-// The catalog accepts any integer up to 2^53 (domain/catalog.go integer()) as rating_count;
-// an "integer" mapping rejects 3,000,000,000.
+// The catalog takes a rating_count up to 2^31-1 (domain/catalog.go count()) and refuses one
+// above it; the mapping must hold the largest it takes.
 func TestRatingCountIsMappedToHoldEveryCatalogValue(t *testing.T) {
-	line := `{"record":"place","place_id":"p-big","name":"Big","category":"food","rating_count":3000000000}`
-	c, err := domain.ParseCatalog(strings.NewReader(line))
-	if err != nil {
-		t.Fatalf("the catalog refuses the place (then this rule is moot): %v", err)
+	place := func(n string) string {
+		return `{"record":"place","place_id":"p-big","name":"Big","category":"food","rating_count":` + n + `}`
 	}
-	if n := *c.Places[0].RatingCount; n != 3_000_000_000 {
+	c, err := domain.ParseCatalog(strings.NewReader(place("2147483647")))
+	if err != nil {
+		t.Fatalf("the catalog refuses the largest rating_count it documents: %v", err)
+	}
+	if n := *c.Places[0].RatingCount; n != 2147483647 {
 		t.Fatalf("rating_count parsed as %d", n)
 	}
-	if typ := mapping(t).Mappings.Properties["rating_count"]["type"]; typ != "long" {
-		t.Errorf(`rating_count is mapped %q, which cannot hold the catalog's rating_count 3000000000: want "long"`, typ)
+	if _, err := domain.ParseCatalog(strings.NewReader(place("2147483648"))); err == nil {
+		t.Fatal("the catalog takes a rating_count above 2^31-1: the mapping must then hold it")
+	}
+	if typ := mapping(t).Mappings.Properties["rating_count"]["type"]; typ != "long" && typ != "integer" {
+		t.Errorf(`rating_count is mapped %q, which cannot hold the catalog's rating_count 2147483647: want "long" or "integer"`, typ)
 	}
 }
 
