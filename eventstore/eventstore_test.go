@@ -759,3 +759,55 @@ func (n planNode) scans(nodeType, relation string) bool {
 	}
 	return false
 }
+
+// An append beyond the last partition creates the partitions it needs (Store.WithTx). Another
+// process creating the same ones at that moment (its maintenance loop, or an append of its own)
+// must not make it fail: the second creator waits for the first and creates only what is still
+// missing (migration 0025).
+func TestAnAppendFindingNoPartitionWhileAnotherProcessCreatesItLands(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	store := eventstore.New(pool)
+	if _, err := pool.Exec(ctx, `DO $$ DECLARE p text; BEGIN
+			FOR p IN SELECT name FROM kyapi_event_partitions() LOOP EXECUTE format('DROP TABLE %I', p); END LOOP;
+			UPDATE event_partitioning SET partition_size = 1000;
+			PERFORM kyapi_ensure_event_partitions();
+		END $$`); err != nil {
+		t.Fatal(err)
+	}
+	// The positions have run past every partition (a burst between two upkeep runs).
+	if _, err := pool.Exec(ctx, `SELECT setval('event_position_seq', (SELECT max(upper_bound) FROM kyapi_event_partitions()) + 5)`); err != nil {
+		t.Fatal(err)
+	}
+	// Another process's upkeep is creating the partitions, and has not committed yet.
+	upkeep, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upkeep.Exec(ctx, `SELECT kyapi_ensure_event_partitions()`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- store.WithTx(ctx, func(tx pgx.Tx) error {
+			heads, err := eventstore.OpenHeads(ctx, tx, true, "s")
+			if err != nil {
+				return err
+			}
+			_, err = eventstore.Append(ctx, tx, heads["s"], at, event("E", 1))
+			return err
+		})
+	}()
+	for waiting := false; !waiting; time.Sleep(5 * time.Millisecond) { // the append waits for the upkeep
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := upkeep.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the append failed though the partition it needed now exists: %v", err)
+	}
+}
