@@ -327,3 +327,81 @@ func TestAKeyIssuedBeforeTheBoundaryIsCheckedAgainstItsRevocationAfterIt(t *test
 		}
 	}
 }
+
+// A boundary in a range archived before migration 0020 may lack its last event and is then
+// trusted as recorded. An insider who mints credits at a boundary (its balance, totals and daily
+// sums moved together, and the rows after them) and takes its last event away could once make it
+// pass by dating its archive row before that migration (or the migration after it): both times
+// are fixed now (migration 0026), and the audit names the boundary.
+func TestAnArchiveRowCannotBeBackdatedToPassAForgedBoundary(t *testing.T) {
+	const minted = 10
+	h, _ := archivedDormant(t)
+	stream := domain.AccountStream(h.small.id)
+	b, ok, err := eventstore.BoundaryOf(ctx, h.pool, stream)
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	st, err := archive.DecodeAccountState(b.Account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mint: balance up, charged credits down by as much, on one metered day and on the
+	// newest day's closing row, so that every archived sum still adds up.
+	st.Balance += minted
+	st.ChargedCredits -= minted
+	var meteredDay, meteredKind, closingDay string
+	for i := range st.Days {
+		d := &st.Days[i]
+		if d.Kind == "" && d.Day >= closingDay {
+			closingDay = d.Day
+		}
+		if meteredKind == "" && d.Kind != "" && d.Kind != "purchase" && d.Kind != "bonus" && d.Credits >= minted {
+			d.Credits -= minted
+			meteredDay, meteredKind = d.Day, d.Kind
+		}
+	}
+	for i := range st.Days {
+		if d := &st.Days[i]; d.Kind == "" && d.Day == closingDay {
+			d.BalanceAfter += minted
+		}
+	}
+	if meteredKind == "" {
+		t.Fatalf("no metered day with %d credits in %+v", minted, st.Days)
+	}
+	forged, _ := json.Marshal(st)
+	exec(t, h.pool, `UPDATE stream_boundaries b SET account = $2::jsonb FROM streams s WHERE s.stream_no = b.stream_no AND s.stream_id = $1`, stream, string(forged))
+	exec(t, h.pool, `UPDATE accounts SET balance = balance + $2, charged_credits = charged_credits - $2 WHERE account_id = $1`, h.small.id, minted)
+	exec(t, h.pool, `UPDATE rm_balances SET balance = balance + $2, charged_credits = charged_credits - $2 WHERE account_id = $1`, h.small.id, minted)
+	exec(t, h.pool, `UPDATE rm_account_days SET credits = credits - $2 WHERE account_id = $1 AND day = $3::date AND kind = $4`, h.small.id, minted, meteredDay, meteredKind)
+	exec(t, h.pool, `UPDATE rm_account_days SET balance_after = balance_after + $2 WHERE account_id = $1 AND day = $3::date AND kind = ''`, h.small.id, minted, closingDay)
+
+	// Control: with the recorded event still there, the forgery is found.
+	if d := auditDiffs(t, h, audit.Options{}); !strings.Contains(d, "archived boundary") {
+		t.Fatalf("control: audit of the minted boundary: %q; want the boundary named", d)
+	}
+	// The insider drops the recorded event and back-dates the archive row before migration 0020.
+	exec(t, h.pool, `UPDATE stream_boundaries b SET prev_hash = NULL, type = NULL, payload = NULL, metadata = NULL
+		FROM streams s WHERE s.stream_no = b.stream_no AND s.stream_id = $1`, stream)
+	// What made that boundary pass as one archived before migration 0020 (which may lack its
+	// last event): its archive row dated before the migration, or the migration after it.
+	for _, sql := range []string{
+		`UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 second' FROM schema_migrations
+			WHERE name = '0020_boundary_last_event.sql')`,
+		`UPDATE schema_migrations SET applied_at = now() + interval '1 day' WHERE name = '0020_boundary_last_event.sql'`,
+		`DELETE FROM schema_migrations WHERE name = '0020_boundary_last_event.sql'`,
+	} {
+		if _, err := h.pool.Exec(ctx, sql); err == nil {
+			t.Errorf("accepted: %s", sql)
+		}
+	}
+	// Nor does an archive row taken out and put back keep the time it is given.
+	exec(t, h.pool, `CREATE TEMP TABLE a AS SELECT * FROM event_archives; DELETE FROM event_archives;
+		UPDATE a SET archived_at = '2020-01-01'; INSERT INTO event_archives SELECT * FROM a`)
+	var legacy bool
+	if err := h.pool.QueryRow(ctx, `SELECT bool_or(archived_at < '2021-01-01') FROM event_archives`).Scan(&legacy); err != nil || legacy {
+		t.Errorf("an archive row re-inserted with an old archived_at keeps it (%v)", err)
+	}
+	if d := auditDiffs(t, h, audit.Options{}); !strings.Contains(d, "archived boundary") {
+		t.Errorf("%d credits minted at an archived boundary whose last event was taken away: the audit reports %q", minted, d)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
 // upgradedStore: the first partition archived before migration 0021 (its boundaries without
@@ -29,7 +30,7 @@ func upgradedStore(t *testing.T) (*history, string) {
 	stripListsFromFile(t, h, first.File)
 	exec(t, h.pool, `UPDATE stream_boundaries SET account = account - 'payments' - 'bonuses' WHERE account IS NOT NULL`)
 	// Archived then (before migration 0021 was applied), before the late account was opened.
-	exec(t, h.pool, `UPDATE event_archives SET archived_at = $1`, h.now())
+	pgtest.ExecAsOlderVersion(t, h.pool, `UPDATE event_archives SET archived_at = $1`, h.now())
 	h.clock.Add(time.Hour.Microseconds())
 	late, err := accounts.OpenAccount(ctx, "late", "late@test.example", eventstore.Metadata{})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
 // boundaryState is the account state of the account's archive boundary (ok false: none).
@@ -202,6 +203,6 @@ func TestArchivedPaymentsAndBonusesRoundTripThroughArchiveAndRestore(t *testing.
 // boundaries listed payments and bonuses left them: their boundaries may then lack the lists.
 func archivedBeforeLists(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	exec(t, pool, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
+	pgtest.ExecAsOlderVersion(t, pool, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
 		WHERE name = '0021_boundary_once_lists.sql')`)
 }

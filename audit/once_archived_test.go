@@ -9,6 +9,7 @@ import (
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
 // A bonus is granted once per outage and account (docs/architecture.md, "A payment is counted
@@ -171,7 +172,7 @@ func TestRowsOfArchivedPaymentsAndBonusesAgreeWithTheFactsTheBoundaryLists(t *te
 			t.Errorf("audit %q of a boundary whose lists were taken out: differences\n%s\nwant one with %q", o.AccountID, d, want)
 		}
 	}
-	s.exec(t, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
+	pgtest.ExecAsOlderVersion(t, s.pool, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
 		WHERE name = '0021_boundary_once_lists.sql')`)
 	for _, o := range []audit.Options{{}, {AccountID: s.account}} {
 		if d := s.audit(t, o); d != "" {

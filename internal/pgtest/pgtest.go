@@ -111,3 +111,26 @@ func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// ExecAsOlderVersion runs sql with the database's triggers off (session_replication_role
+// replica, in a transaction of its own): how a test makes rows look as an earlier version of
+// kyapi left them, where the triggers of later migrations would refuse the change (an archive
+// row dated before a migration, for instance).
+func ExecAsOlderVersion(t testing.TB, pool *pgxpool.Pool, sql string, args ...any) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
