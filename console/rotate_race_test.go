@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/internal/apptest"
@@ -23,21 +24,9 @@ func TestTwoSessionsRotatingTogetherRotateOnce(t *testing.T) {
 	a, aCSRF := signedInConsole(t, svc)
 	b, bCSRF := signedInConsole(t, svc)
 
-	pool, err := pgxpool.New(context.Background(), svc.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
 	// Hold the account's row, as a charge batch or a purchase would for a moment: both
 	// rotations have passed the form check and wait for it.
-	tx, err := pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
-		t.Fatal(err)
-	}
+	pool, tx := lockAccount(t, svc, id)
 	type answer struct {
 		status int
 		err    error
@@ -107,19 +96,7 @@ func TestADoubleClickWhoseFirstRequestIsAbandonedStillLeadsToAKey(t *testing.T) 
 	c, csrf := signedInConsole(t, svc)
 	form := issueFormOf(t, c, svc, id, csrf)
 
-	pool, err := pgxpool.New(context.Background(), svc.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := pool.Begin(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
-		t.Fatal(err)
-	}
+	pool, tx := lockAccount(t, svc, id)
 	waitingOnAccount := func() int {
 		var n int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
@@ -177,4 +154,24 @@ func TestADoubleClickWhoseFirstRequestIsAbandonedStillLeadsToAKey(t *testing.T) 
 		}
 		t.Fatalf("second click of a double click: %d, want 303 to the issued key; page says %s", resp.StatusCode, msg)
 	}
+}
+
+// lockAccount holds the account's row in a transaction of its own (rolled back at the end of
+// the test, or before by the test), and returns it with a pool on the service's database.
+func lockAccount(t *testing.T, svc *apptest.Service, id string) (*pgxpool.Pool, pgx.Tx) {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), svc.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	tx, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(context.Background(), `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	return pool, tx
 }

@@ -440,14 +440,7 @@ func TestAppendsPastTheLastPartitionCreateTheNextOnes(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
-	// Replace the (empty) partitions made at migration by ones of 1,000 positions.
-	if _, err := pool.Exec(ctx, `DO $$ DECLARE p text; BEGIN
-			FOR p IN SELECT name FROM kyapi_event_partitions() LOOP EXECUTE format('DROP TABLE %I', p); END LOOP;
-			UPDATE event_partitioning SET partition_size = 1000;
-			PERFORM kyapi_ensure_event_partitions();
-		END $$`); err != nil {
-		t.Fatal(err)
-	}
+	smallPartitions(t, pool)
 	var before int
 	_ = pool.QueryRow(ctx, `SELECT count(*) FROM kyapi_event_partitions()`).Scan(&before)
 	for i := 0; i < 5; i++ {
@@ -768,13 +761,7 @@ func TestAnAppendFindingNoPartitionWhileAnotherProcessCreatesItLands(t *testing.
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
-	if _, err := pool.Exec(ctx, `DO $$ DECLARE p text; BEGIN
-			FOR p IN SELECT name FROM kyapi_event_partitions() LOOP EXECUTE format('DROP TABLE %I', p); END LOOP;
-			UPDATE event_partitioning SET partition_size = 1000;
-			PERFORM kyapi_ensure_event_partitions();
-		END $$`); err != nil {
-		t.Fatal(err)
-	}
+	smallPartitions(t, pool)
 	// The positions have run past every partition (a burst between two upkeep runs).
 	if _, err := pool.Exec(ctx, `SELECT setval('event_position_seq', (SELECT max(upper_bound) FROM kyapi_event_partitions()) + 5)`); err != nil {
 		t.Fatal(err)
@@ -809,5 +796,17 @@ func TestAnAppendFindingNoPartitionWhileAnotherProcessCreatesItLands(t *testing.
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the append failed though the partition it needed now exists: %v", err)
+	}
+}
+
+// smallPartitions replaces the (empty) partitions made at migration by ones of 1,000 positions.
+func smallPartitions(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `DO $$ DECLARE p text; BEGIN
+			FOR p IN SELECT name FROM kyapi_event_partitions() LOOP EXECUTE format('DROP TABLE %I', p); END LOOP;
+			UPDATE event_partitioning SET partition_size = 1000;
+			PERFORM kyapi_ensure_event_partitions();
+		END $$`); err != nil {
+		t.Fatal(err)
 	}
 }
