@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +112,32 @@ func TestServeRefusesABadLogLevelOrCanonicalBaseURL(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			serveRefuses(t, map[string]string{"DATABASE_URL": dbURL, name: value}, nil, name)
 		})
+	}
+}
+
+// kyapi migrate against a database that accepts connections and never answers (a partition, a
+// failover) ends with an error naming PostgreSQL, as serve does, instead of waiting forever.
+func TestMigrateEndsWhenPostgreSQLNeverAnswers(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	t.Setenv("DATABASE_URL", "postgres://postgres@"+silent.Addr().String()+"/kyapi?sslmode=disable")
+	// Far longer than the 15 s the service gives PostgreSQL to answer: without that bound the
+	// command ends only with this context.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := runMigrate(ctx, nil); err == nil || !strings.Contains(err.Error(), "cannot reach PostgreSQL") {
+		t.Fatalf("migrate against a silent server: %v; want \"cannot reach PostgreSQL\"", err)
 	}
 }

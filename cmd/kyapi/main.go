@@ -113,7 +113,7 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := app.OpenPool(ctx, cfg)
 	if err != nil {
 		return err
 	}

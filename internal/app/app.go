@@ -45,8 +45,23 @@ func NewLogger(level string) *logrus.Logger {
 	return log
 }
 
-// OpenDB connects and applies migrations, so every command runs on the current schema.
+// OpenDB connects (OpenPool) and applies migrations, so every command runs on the current
+// schema.
 func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pool, err := OpenPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// OpenPool opens the database with the service's session settings, and fails if PostgreSQL
+// does not answer within 15 s.
+func OpenPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -85,10 +100,6 @@ func OpenDB(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("cannot reach PostgreSQL: %w", err)
-	}
-	if _, err := migrations.Apply(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
 	}
 	return pool, nil
 }
