@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/core/bulk"
@@ -81,6 +83,13 @@ type checkpointDoc struct {
 	Checkpoint string `json:"checkpoint"`
 }
 
+// Bounds of the waits on the cluster (variables so that a test can shorten them).
+var (
+	dialTimeout   = 5 * time.Second
+	answerTimeout = 30 * time.Second // a bulk of a rebuild's batch answers well within it
+	openTimeout   = 15 * time.Second
+)
+
 // Open connects to the Elasticsearch at url and opens the place index named
 // indexPrefix, creating its checkpoint index and a first generation when absent.
 //
@@ -90,11 +99,19 @@ func Open(ctx context.Context, url string, indexPrefix string) (*Index, error) {
 	if indexPrefix == "" || strings.ToLower(indexPrefix) != indexPrefix {
 		return nil, fmt.Errorf("elasticindex: index prefix %q must be non-empty lowercase", indexPrefix)
 	}
-	es, err := elasticsearch.NewTypedClient(elasticsearch.Config{Addresses: []string{url}})
+	// A cluster that accepts connections and never answers (a partition, a node stuck) must not
+	// hold a request, or the start of serve, for ever: connecting is bounded, and so is the
+	// wait for an answer's headers; opening is bounded as PostgreSQL's is.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	transport.ResponseHeaderTimeout = answerTimeout
+	es, err := elasticsearch.NewTypedClient(elasticsearch.Config{Addresses: []string{url}, Transport: transport})
 	if err != nil {
 		return nil, fmt.Errorf("elasticindex: client: %w", err)
 	}
 	x := &Index{es: es, alias: indexPrefix, checkpointIndex: indexPrefix + "-checkpoint"}
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
 
 	exists, err := es.Indices.Exists(x.checkpointIndex).Do(ctx)
 	if err != nil {
