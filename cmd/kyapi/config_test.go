@@ -141,3 +141,14 @@ func TestMigrateEndsWhenPostgreSQLNeverAnswers(t *testing.T) {
 		t.Fatalf("migrate against a silent server: %v; want \"cannot reach PostgreSQL\"", err)
 	}
 }
+
+// TLS files that cannot be read are a configuration error before anything starts, naming
+// the variables, not a failure of the read API after it said it was listening.
+func TestTLSFilesThatCannotBeReadAreRefusedAtConfiguration(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	t.Setenv("TLS_CERT_FILE", "/nonexistent/cert.pem")
+	t.Setenv("TLS_KEY_FILE", "/nonexistent/key.pem")
+	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "TLS_CERT_FILE") {
+		t.Fatalf("TLS files that do not exist: %v; want an error naming TLS_CERT_FILE", err)
+	}
+}

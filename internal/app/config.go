@@ -1,6 +1,7 @@
 package app
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
@@ -84,6 +85,13 @@ func LoadConfig() (Config, error) {
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		return c, fmt.Errorf("TLS_CERT_FILE and TLS_KEY_FILE must be set together")
+	}
+	// Read now, not when the read API starts listening: a missing or mismatched file is a
+	// configuration error, said before anything starts.
+	if c.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			return c, fmt.Errorf("TLS_CERT_FILE and TLS_KEY_FILE must be a PEM certificate and its key: %w", err)
+		}
 	}
 	return c, nil
 }
