@@ -168,6 +168,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		return err
 	}
 	defer pool.Close()
+	// Ended before the pool closes, whatever makes Serve return (a port in use, a signal): the
+	// work started in the background below then takes a closed pool's errors for the end they
+	// are, rather than logging them as failures.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	store := eventstore.New(pool)
 	clock := time.Now
 	startedAt := clock()

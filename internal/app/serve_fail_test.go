@@ -1,0 +1,61 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/kyapi/kyapi/internal/app"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// lockedBuffer is a log output a test reads while the service may still write to it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A serve that cannot listen (its admin port in use) ends with that error, and the work it
+// had started in the background (resuming grants, the maintenance loop) does not report the
+// pool closed under it as failures of its own.
+func TestAServeThatCannotListenReportsOnlyThat(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: "127.0.0.1:0", AdminAddr: busy.Addr().String(),
+		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60}
+	var out lockedBuffer
+	log := logrus.New()
+	log.SetOutput(&out)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	err = app.Serve(context.Background(), cfg, log, app.Options{Read: true, Admin: true, Projections: true})
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve with its admin port in use: %v", err)
+	}
+	time.Sleep(time.Second) // what the background work would log once the pool is closed
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.Contains(line, `"level":"error"`) || strings.Contains(line, `"level":"warning"`) {
+			t.Errorf("logged besides the error it returned: %s", line)
+		}
+	}
+}
