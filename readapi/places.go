@@ -35,6 +35,9 @@ const (
 	relatedLimit    = 10
 )
 
+// maxQueryWords bounds the different words of a place list's q (docs/limits.md).
+const maxQueryWords = 16
+
 // listPlaces answers GET /api/data/places: town AND q, paid per row.
 func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
 	q := r.URL.Query()
@@ -47,13 +50,20 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 		return err
 	}
 	text := strings.TrimSpace(q.Get("q"))
-	if text != "" && len(placeindex.Words(text)) == 0 {
+	words := placeindex.Words(text)
+	if distinct := len(slices.Compact(slices.Sorted(slices.Values(words)))); distinct > maxQueryWords {
+		// Each word is a clause every place must match: a q of 60 short words cost a second of
+		// CPU, and nothing when it matched nothing.
+		return badParam("q", "must hold at most %d different words", maxQueryWords)
+	}
+	town := ResolveTown(q.Get("town"))
+	if text != "" && len(words) == 0 || town == unmatchableTown {
 		// A q with no word ("!!!") matches no place; dropped, it would list (and charge)
-		// the whole catalog.
+		// the whole catalog. A town no slug can match matches no place either: no search.
 		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, false)
 	}
 	res, err := s.Index.List(r.Context(), placeindex.ListQuery{
-		TownPrefix: ResolveTown(q.Get("town")),
+		TownPrefix: town,
 		Q:          text,
 		Limit:      limit,
 		Offset:     offset,

@@ -357,6 +357,36 @@ func TestTownAndQCombineWithAnd(t *testing.T) {
 	}
 }
 
+// Each word of q is a clause every place must match: a word given again asks nothing more
+// (and costs nothing more), and a q of more than 16 different words is 400 naming q, before
+// anything is searched or charged (docs/limits.md).
+func TestAQHoldsAtMost16DifferentWordsAndARepeatedWordCountsOnce(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customer(500)
+
+	once, _ := s.get(key, "/api/data/places?q=bourb").rows(t)
+	again, _ := s.get(key, "/api/data/places?q="+url.QueryEscape(strings.TrimSpace(strings.Repeat("bourb ", 33)))).rows(t)
+	if !slices.Equal(ids(once), ids(again)) || len(once) == 0 {
+		t.Fatalf("q=bourb: %v; the same word 33 times: %v", ids(once), ids(again))
+	}
+	before := s.balance(account)
+	words := make([]string, 17)
+	for i := range words {
+		words[i] = string(rune('a'+i)) + "x"
+	}
+	r := s.get(key, "/api/data/places?q="+url.QueryEscape(strings.Join(words, " ")))
+	r.expectError(t, http.StatusBadRequest, "bad_request")
+	if !strings.Contains(string(r.Body), "q") || !strings.Contains(string(r.Body), "16") {
+		t.Fatalf("17 different words: %s", r.Body)
+	}
+	if rows, m := s.get(key, "/api/data/places?q="+url.QueryEscape(strings.Join(words[:16], " "))).rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
+		t.Fatalf("16 different words that match nothing: %d rows, %d credits", len(rows), m.CreditsUsed)
+	}
+	if b := s.balance(account); b != before {
+		t.Fatalf("balance %d after the 400 and the empty list, want %d", b, before)
+	}
+}
+
 func TestListRowsCarryEveryPlaceFieldButNotTheDetailOnes(t *testing.T) {
 	s := newStack(t)
 	_, key := s.customer(500)

@@ -185,8 +185,13 @@ func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 		return nil, nil
 	}
 	words := make([]query.Query, 0, len(tokens))
+	seen := make(map[string]bool, len(tokens))
 	for _, tok := range tokens {
 		word := string(tok.Term)
+		if seen[word] {
+			continue // a word twice asks nothing more, and would cost its clause again
+		}
+		seen[word] = true
 		if utf8.RuneCountInString(word) > maxGram {
 			p := bleve.NewPrefixQuery(word)
 			p.SetField(fieldWords)

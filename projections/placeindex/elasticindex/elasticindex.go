@@ -347,7 +347,8 @@ func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Re
 	}
 	sort := []types.SortCombinations{fieldSort("rating_count", sortorder.Desc), fieldSort("place_id", sortorder.Asc)}
 	if words := placeindex.Words(q.Q); len(words) > 0 {
-		for _, w := range words {
+		// A word twice asks nothing more (as in the embedded index): one clause each.
+		for _, w := range slices.Compact(slices.Sorted(slices.Values(words))) {
 			b.Must = append(b.Must, wordQuery(w))
 		}
 		sort = []types.SortCombinations{types.SortOptions{Score_: &types.ScoreSort{Order: &sortorder.Desc}}, fieldSort("place_id", sortorder.Asc)}
