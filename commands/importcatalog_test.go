@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +191,83 @@ func BenchmarkImportCatalog20k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(lines*b.N)/b.Elapsed().Seconds(), "records/s")
+}
+
+// Two imports creating the same new records, listed in opposite orders: the streams are
+// created in id order, so neither waits for the other's while holding what the other waits for.
+func TestConcurrentImportsOfNewRecordsInOppositeOrdersBothLand(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	h := catalogImporter(pool)
+	for round := range 5 {
+		var fwd, rev []string
+		for i := range 2000 {
+			fwd = append(fwd, fmt.Sprintf(`{"record":"place","place_id":"plc_r%d_%d","name":"P%d","category":"food"}`, round, i, i))
+		}
+		for i := len(fwd) - 1; i >= 0; i-- {
+			rev = append(rev, fwd[i])
+		}
+		errs := make(chan error, 2)
+		for _, lines := range [][]string{fwd, rev} {
+			go func() {
+				_, err := h.Handle(ctx, strings.NewReader(strings.Join(lines, "\n")), eventstore.Metadata{})
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
+
+// `kyapi import a.ndjson b.ndjson` (HandleBatches) locks each file's heads as it gets to the
+// file, so its locks are not taken in one stream order. An admin import of both records
+// (Handle, locking in stream order) that arrives between the files must still land.
+// kyapi import locks each file's records when it reaches the file, so across its files not in
+// stream order: beside an admin import of the same records they can deadlock. PostgreSQL ends
+// one of them, and WithTx runs it again: both land.
+func TestAMultiFileImportAndAnAdminImportOfTheSameRecordsBothLand(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	h := catalogImporter(pool)
+	lineB := `{"record":"place","place_id":"plc_b","name":"B","category":"food"}`
+	lineA := `{"record":"place","place_id":"plc_a","name":"A","category":"food"}`
+	// plc_b's stream gets the lower stream number.
+	for _, l := range []string{lineB, lineA} {
+		if _, err := h.Handle(ctx, strings.NewReader(l), eventstore.Metadata{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []string{lineA, lineB}
+	reached, release := make(chan struct{}), make(chan struct{})
+	cli := make(chan error, 1)
+	go func() {
+		_, err := h.HandleBatches(ctx, 2, func(i int) (io.ReadCloser, error) {
+			if i == 1 {
+				close(reached) // file 0 (plc_a) is appended and its head locked
+				<-release
+			}
+			return io.NopCloser(strings.NewReader(files[i])), nil
+		}, eventstore.Metadata{})
+		cli <- err
+	}()
+	<-reached
+	admin := make(chan error, 1)
+	go func() {
+		_, err := h.Handle(ctx, strings.NewReader(lineA+"\n"+lineB), eventstore.Metadata{})
+		admin <- err
+	}()
+	// Let the admin import take plc_b and wait for plc_a.
+	for catalogCount(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 0 {
+		time.Sleep(10 * time.Millisecond) // until the admin import waits for the CLI's lock
+	}
+	close(release)
+	if err := <-cli; err != nil {
+		t.Errorf("kyapi import: %v", err)
+	}
+	if err := <-admin; err != nil {
+		t.Errorf("admin import: %v", err)
+	}
 }

@@ -55,12 +55,14 @@ func ScanHeads(rows pgx.Rows, err error) (map[int32]*Head, error) {
 
 // OpenHeads returns the heads of the given streams, creating the streams that do not exist yet
 // (at version 0). With lock, the heads are locked for the rest of the transaction, in stream
-// number order (so two transactions opening overlapping sets cannot deadlock); without, the
-// caller must hold a lock of its own that keeps other appenders of these streams out.
+// number order; the streams are created in stream id order: two transactions opening
+// overlapping sets, new streams or not, cannot deadlock. Without lock, the caller must hold a
+// lock of its own that keeps other appenders of these streams out.
 func OpenHeads(ctx context.Context, q Querier, lock bool, streamIDs ...string) (map[string]*Head, error) {
 	if _, err := q.Exec(ctx, `INSERT INTO streams (stream_id)
 		SELECT id FROM unnest($1::text[]) AS id
 		WHERE NOT EXISTS (SELECT 1 FROM streams s WHERE s.stream_id = id)
+		ORDER BY id
 		ON CONFLICT (stream_id) DO NOTHING`, streamIDs); err != nil {
 		return nil, fmt.Errorf("eventstore: open streams: %w", err)
 	}

@@ -116,20 +116,38 @@ func (s *Store) Appended() {
 
 // WithTx runs fn in a transaction and announces the appends it made once it commits. When an
 // append found no partition for its position, the missing partitions are created and fn runs
-// once more (nothing of the first run was committed).
+// once more; when PostgreSQL ended the transaction to break a deadlock (two transactions
+// locking the same rows in different orders: a multi-file `kyapi import` beside another
+// import of the same records), fn runs again, up to maxDeadlockRetries times. Nothing of a
+// failed run was committed, so fn must only be able to run again.
 func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.Pool, fn)
-	if errors.Is(err, ErrNoPartition) {
-		if _, perr := EnsurePartitions(ctx, s.Pool); perr != nil {
-			return errors.Join(err, perr)
+	ensured, deadlocks := false, 0
+	for {
+		err := pgx.BeginFunc(ctx, s.Pool, fn)
+		switch {
+		case err == nil:
+			s.Appended()
+			return nil
+		case errors.Is(err, ErrNoPartition) && !ensured:
+			ensured = true
+			if _, perr := EnsurePartitions(ctx, s.Pool); perr != nil {
+				return errors.Join(err, perr)
+			}
+		case isDeadlock(err) && deadlocks < maxDeadlockRetries:
+			deadlocks++
+		default:
+			return err
 		}
-		err = pgx.BeginFunc(ctx, s.Pool, fn)
 	}
-	if err != nil {
-		return err
-	}
-	s.Appended()
-	return nil
+}
+
+// maxDeadlockRetries bounds how often WithTx runs a function again after a deadlock.
+const maxDeadlockRetries = 3
+
+// isDeadlock reports whether err is PostgreSQL's deadlock_detected.
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }
 
 // EnsurePartitions creates the partitions of the events table that the next appends need (two
