@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/silenttest"
 )
 
 // The defaults (README, "Configuration"), and a bad RATE_LIMIT_PER_MINUTE, REDIS_TIMEOUT or
@@ -118,21 +118,8 @@ func TestServeRefusesABadLogLevelOrCanonicalBaseURL(t *testing.T) {
 // kyapi migrate against a database that accepts connections and never answers (a partition, a
 // failover) ends with an error naming PostgreSQL, as serve does, instead of waiting forever.
 func TestMigrateEndsWhenPostgreSQLNeverAnswers(t *testing.T) {
-	silent, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer silent.Close()
-	go func() {
-		for {
-			c, err := silent.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held open, never answered
-		}
-	}()
-	t.Setenv("DATABASE_URL", "postgres://postgres@"+silent.Addr().String()+"/kyapi?sslmode=disable")
+	silent := silenttest.Addr(t)
+	t.Setenv("DATABASE_URL", "postgres://postgres@"+silent+"/kyapi?sslmode=disable")
 	// Far longer than the 15 s the service gives PostgreSQL to answer: without that bound the
 	// command ends only with this context.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
