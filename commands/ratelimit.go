@@ -12,7 +12,8 @@ import (
 // SetRateLimit sets the request cap per minute of every key of an account; nil returns it to
 // the server's default. The RateLimitSet event and the accounts row change together, and
 // every serving process hears of it on KeysChangedChannel: its key cache forgets the account,
-// so the next request of any of its keys reads the new limit (no restart, no expiry wait).
+// so its next request of any of the account's keys reads the new limit (no restart, no expiry
+// wait): at once on this process, on the others once the notification arrives (docs/api.md).
 func (h Accounts) SetRateLimit(ctx context.Context, accountID string, perMinute *int64, meta eventstore.Metadata) error {
 	if err := domain.ValidateRateLimit(perMinute); err != nil {
 		return err
