@@ -50,8 +50,8 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 		return err
 	}
 	text := strings.TrimSpace(q.Get("q"))
-	words := placeindex.Words(text)
-	if distinct := len(slices.Compact(slices.Sorted(slices.Values(words)))); distinct > maxQueryWords {
+	words := placeindex.DistinctWords(text)
+	if len(words) > maxQueryWords {
 		// Each word is a clause every place must match: a q of 60 short words cost a second of
 		// CPU, and nothing when it matched nothing.
 		return badParam("q", "must hold at most %d different words", maxQueryWords)

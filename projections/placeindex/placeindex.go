@@ -8,6 +8,7 @@ package placeindex
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -129,6 +130,20 @@ func Page(limit, offset int) (int, int) {
 func Words(q string) []string {
 	return strings.FieldsFunc(strings.ToLower(q), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
+	})
+}
+
+// DistinctWords is Words with each word once, in the order of its first appearance: a word
+// given twice asks nothing more of a place, and each word is a clause every place must match.
+func DistinctWords(q string) []string {
+	words := Words(q)
+	seen := make(map[string]bool, len(words))
+	return slices.DeleteFunc(words, func(w string) bool {
+		if seen[w] {
+			return true
+		}
+		seen[w] = true
+		return false
 	})
 }
 

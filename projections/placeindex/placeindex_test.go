@@ -47,4 +47,7 @@ func TestWordsSplitOnAnythingButLettersAndDigits(t *testing.T) {
 	if got, want := placeindex.Words("  Bar-B-Q food.restaurant Lexie's 24/7 "), []string{"bar", "b", "q", "food", "restaurant", "lexie", "s", "24", "7"}; !slices.Equal(got, want) {
 		t.Errorf("Words = %q, want %q", got, want)
 	}
+	if got, want := placeindex.DistinctWords("Bar bar-B b BAR q"), []string{"bar", "b", "q"}; !slices.Equal(got, want) {
+		t.Errorf("DistinctWords = %q, want %q", got, want)
+	}
 }

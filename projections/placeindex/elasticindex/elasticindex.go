@@ -346,9 +346,8 @@ func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Re
 		b.Filter = append(b.Filter, types.Query{Prefix: map[string]types.PrefixQuery{"town_slug": {Value: q.TownPrefix}}})
 	}
 	sort := []types.SortCombinations{fieldSort("rating_count", sortorder.Desc), fieldSort("place_id", sortorder.Asc)}
-	if words := placeindex.Words(q.Q); len(words) > 0 {
-		// A word twice asks nothing more (as in the embedded index): one clause each.
-		for _, w := range slices.Compact(slices.Sorted(slices.Values(words))) {
+	if words := placeindex.DistinctWords(q.Q); len(words) > 0 {
+		for _, w := range words {
 			b.Must = append(b.Must, wordQuery(w))
 		}
 		sort = []types.SortCombinations{types.SortOptions{Score_: &types.ScoreSort{Order: &sortorder.Desc}}, fieldSort("place_id", sortorder.Asc)}
