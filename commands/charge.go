@@ -37,7 +37,7 @@ func (m *Meter) runBatch(batch []*pendingCharge) {
 func (m *Meter) runUnderLock(batch []*pendingCharge) {
 	err := m.commitUnderLock(batch)
 	var stale *connectionLostBeforeWrite
-	if isLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
+	if eventstore.IsLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
 		if errors.Is(err, eventstore.ErrNoPartition) {
 			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
 		}
@@ -653,13 +653,6 @@ func statementRolledBack(err error) bool {
 	}
 	class := pgErr.Code[:min(2, len(pgErr.Code))]
 	return pgErr.Severity == "ERROR" && class != "57" && class != "08"
-}
-
-// isLockConflict tells a deadlock or serialization failure, after which the whole
-// transaction can only be rolled back and tried again.
-func isLockConflict(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 // backend names the server process behind a connection: its pid and the time it started (a pid

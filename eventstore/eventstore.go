@@ -133,7 +133,7 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 			if _, perr := EnsurePartitions(ctx, s.Pool); perr != nil {
 				return errors.Join(err, perr)
 			}
-		case isDeadlock(err) && deadlocks < maxDeadlockRetries:
+		case IsLockConflict(err) && deadlocks < maxDeadlockRetries:
 			deadlocks++
 		default:
 			return err
@@ -141,13 +141,15 @@ func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 }
 
-// maxDeadlockRetries bounds how often WithTx runs a function again after a deadlock.
+// maxDeadlockRetries bounds how often WithTx runs a function again after a deadlock (or a
+// serialization failure, IsLockConflict).
 const maxDeadlockRetries = 3
 
-// isDeadlock reports whether err is PostgreSQL's deadlock_detected.
-func isDeadlock(err error) bool {
+// IsLockConflict tells a deadlock or serialization failure, after which the whole
+// transaction can only be rolled back and tried again.
+func IsLockConflict(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
 }
 
 // EnsurePartitions creates the partitions of the events table that the next appends need (two
