@@ -43,6 +43,7 @@ type Config struct {
 // review summary.
 type Stats struct {
 	Towns, Places, Events, Menus, Reviews int
+	PlaceIDs                              []string // every place written, in order
 }
 
 // Write streams the catalog to w as NDJSON: first all towns, then the places, then the

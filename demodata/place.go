@@ -96,6 +96,7 @@ func (g *generator) writePlaces() error {
 				return err
 			}
 			g.stats.Places++
+			g.stats.PlaceIDs = append(g.stats.PlaceIDs, p.PlaceID)
 			if len(p.Menu) > 0 {
 				g.stats.Menus++
 			}

@@ -361,11 +361,11 @@ func TotalEvents(ctx context.Context, q Querier) (int64, error) {
 	return n, err
 }
 
-// AnyStream reports whether a stream whose id starts with prefix holds an event.
-func AnyStream(ctx context.Context, q Querier, prefix string) (bool, error) {
-	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM streams WHERE starts_with(stream_id, $1) AND version > 0)`, prefix).Scan(&ok)
-	return ok, err
+// StreamsWritten counts the streams among ids that hold at least one event.
+func StreamsWritten(ctx context.Context, q Querier, ids []string) (int, error) {
+	var n int
+	err := q.QueryRow(ctx, `SELECT count(*) FROM streams WHERE stream_id = ANY($1) AND version > 0`, ids).Scan(&n)
+	return n, err
 }
 
 // SettledPosition returns a position at or below which no event can still commit: the newest
