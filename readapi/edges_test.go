@@ -5,8 +5,11 @@ package readapi_test
 // checked against the OpenAPI document.
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -192,6 +195,39 @@ func TestTheHeaderLimitAnswerIsInTheDocument(t *testing.T) {
 		t.Fatalf("status %d, want the 431 docs/limits.md describes", resp.StatusCode)
 	}
 	openapitest.New(t).Check(t, req, resp, body)
+}
+
+// OPTIONS * (a request for the server itself, not for a path) needs a key like any other
+// request but the two keyless routes: net/http's own answer to it, 200 to anyone, is off.
+func TestOptionsStarIsAuthenticatedLikeAnyOtherRequest(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	ts := httptest.NewUnstartedServer(nil)
+	ts.Config = app.NewHTTPServer(s.api.Handler())
+	ts.Start()
+	defer ts.Close()
+	for _, c := range []struct {
+		auth   string
+		status int
+		code   string
+	}{{"", http.StatusUnauthorized, "missing_api_key"}, {"Authorization: Bearer " + key + "\r\n", http.StatusNotFound, "not_found"}} {
+		conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "OPTIONS * HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", c.auth)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		var e struct{ Error, Code string }
+		if resp.StatusCode != c.status || json.Unmarshal(body, &e) != nil || e.Code != c.code {
+			t.Errorf("OPTIONS * (key given: %v): %d %q; want %d %s", c.auth != "", resp.StatusCode, body, c.status, c.code)
+		}
+	}
 }
 
 // An unknown route or a wrong method is 404 or 405 whatever its query string: no route reads

@@ -437,6 +437,9 @@ func NewHTTPServer(h http.Handler) *http.Server {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    headerHardCap,
+		// OPTIONS * goes to h, which authenticates it like any other request, rather than
+		// net/http's own 200 to anyone.
+		DisableGeneralOptionsHandler: true,
 	}
 }
 
