@@ -120,3 +120,45 @@ func TestRotationChainOnTheReadAPI(t *testing.T) {
 		t.Errorf("account view shows a key: %s", body)
 	}
 }
+
+// A key issued while no key is active (the active one was revoked) rotates nothing: the key in
+// grace keeps the rest of its grace and keeps working, and the next rotation revokes it.
+func TestAKeyIssuedWhileNoneIsActiveLeavesTheGraceKeyItsGrace(t *testing.T) {
+	svc := apptest.Start(t, 1000)
+	st, body := svc.Admin(t, "POST", "/admin/accounts", `{"name":"Rot","email":"rot@example.com"}`)
+	id := dataOf(t, st, body, 201)["account_id"].(string)
+	st, body = svc.Admin(t, "POST", "/admin/accounts/"+id+"/purchases", `{"amount_cents":500,"payment_ref":"rot-1"}`)
+	dataOf(t, st, body, 201)
+	issue := func() map[string]any {
+		st, body := svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys", "")
+		return dataOf(t, st, body, 201)
+	}
+	state := func(keyID string) string {
+		st, body := svc.Admin(t, "GET", "/admin/accounts/"+id, "")
+		for _, k := range dataOf(t, st, body, 200)["keys"].([]any) {
+			if k := k.(map[string]any); k["key_id"] == keyID {
+				return k["state"].(string)
+			}
+		}
+		t.Fatalf("key %s not in %s", keyID, body)
+		return ""
+	}
+	k1 := issue()
+	k2 := issue() // k1 enters grace
+	st, body = svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys/"+k2["key_id"].(string)+"/revoke", `{"reason":"leaked"}`)
+	dataOf(t, st, body, 200)
+	k3 := issue()
+	if k3["rotated_key_id"] != nil {
+		t.Errorf("a key issued with none active: rotated_key_id %v, want null", k3["rotated_key_id"])
+	}
+	if s := state(k1["key_id"].(string)); s != "grace" {
+		t.Errorf("key in grace after a key issue that rotated nothing: %s, want grace", s)
+	}
+	if st, body := svc.Read(t, "/api/data/towns", k1["api_key"].(string)); st != 200 {
+		t.Errorf("key in grace on the read API: %d %s", st, body)
+	}
+	issue() // rotates k3: a second rotation while k1 is in grace
+	if s := state(k1["key_id"].(string)); s != "revoked" {
+		t.Errorf("older grace key after the next rotation: %s, want revoked", s)
+	}
+}

@@ -63,6 +63,10 @@ func TestIssuingAKeyRotatesTheActiveOneAndRevokesAnOlderGraceKey(t *testing.T) {
 	if first := domain.PlanKeyIssue(nil, t0); first.Rotated != nil || len(first.Revoked) != 0 {
 		t.Fatalf("first key rotated something: %+v", first)
 	}
+	// The active key was revoked: the new key rotates nothing, and the key in grace keeps it.
+	if r := domain.PlanKeyIssue(keys[1:], t0); r.Rotated != nil || len(r.Revoked) != 0 {
+		t.Fatalf("a key issued with none active: %+v; want no rotation and the grace key left in grace", r)
+	}
 }
 
 func TestGeneratedKeysAreWellFormedAndTyposAreRefused(t *testing.T) {

@@ -139,9 +139,11 @@ type KeyRotation struct {
 }
 
 // PlanKeyIssue decides the rotation for a new key issued at now: the active key enters a
-// 24-hour grace; a key already in grace is revoked at once.
+// 24-hour grace, and a key already in grace is revoked at once by that second rotation. A key
+// issued while no key is active rotates nothing, so a key in grace keeps the rest of its grace.
 func PlanKeyIssue(keys []Key, now time.Time) KeyRotation {
 	var r KeyRotation
+	var inGrace []Key
 	for i := range keys {
 		switch keys[i].StateAt(now) {
 		case KeyStateActive:
@@ -149,8 +151,11 @@ func PlanKeyIssue(keys []Key, now time.Time) KeyRotation {
 			r.Rotated = &k
 			r.GraceUntil = now.Add(GracePeriod)
 		case KeyStateGrace:
-			r.Revoked = append(r.Revoked, keys[i])
+			inGrace = append(inGrace, keys[i])
 		}
+	}
+	if r.Rotated != nil {
+		r.Revoked = inGrace
 	}
 	return r
 }
