@@ -212,12 +212,17 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 		if bytes.HasPrefix(text, utf8BOM) {
 			return Catalog{}, &ImportError{Line: line, Message: "line starts with a byte order mark (U+FEFF), allowed only at the start of the input"}
 		}
-		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line.
-		if HasNUL(text) {
-			return Catalog{}, &ImportError{Line: line, Message: "NUL characters (\\u0000) are not allowed"}
+		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line, and the
+		// field when the line decodes.
+		if at := nulAt(text); at >= 0 {
+			return Catalog{}, &ImportError{Line: line, Field: catalogFieldAt(text, at), Message: "NUL characters (\\u0000) are not allowed"}
 		}
-		if err := CheckJSONText(text); err != nil {
-			return Catalog{}, &ImportError{Line: line, Message: err.Error()}
+		if at, problem := jsonTextProblem(text); at >= 0 {
+			field := catalogFieldAt(text, at)
+			if field == "" {
+				return Catalog{}, &ImportError{Line: line, Message: CheckJSONText(text).Error()}
+			}
+			return Catalog{}, &ImportError{Line: line, Field: field, Message: problem}
 		}
 		if len(raw) > MaxImportLine {
 			return Catalog{}, &ImportError{Line: line, Message: "line is longer than 1 MiB"}
@@ -265,16 +270,32 @@ var utf8BOM = []byte("\xEF\xBB\xBF")
 // HasNUL reports whether the JSON text b holds a NUL character: the byte itself, or a
 // \u0000 escape in a string. An escaped backslash followed by "u0000" (`\\u0000` in the
 // text) is a backslash and five characters, not a NUL.
-func HasNUL(b []byte) bool {
-	if bytes.IndexByte(b, 0) >= 0 {
-		return true
+func HasNUL(b []byte) bool { return nulAt(b) >= 0 }
+
+// nulAt is where HasNUL finds the first NUL in b, or -1.
+func nulAt(b []byte) int {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		return i
 	}
-	for _, r := range jsonUEscapes(b) {
+	for at, r := range jsonUEscapes(b) {
 		if r == 0 {
-			return true
+			return at
 		}
 	}
-	return false
+	return -1
+}
+
+// catalogFieldAt names the field holding the byte at offset of a line, as the line's other
+// errors name fields: on a line whose record is nested ({"record":"place","place":{...}})
+// without the wrapper.
+func catalogFieldAt(line []byte, offset int) string {
+	field := jsonFieldAt(line, offset)
+	for _, kind := range []string{"town", "event", "place"} {
+		if rest, ok := strings.CutPrefix(field, kind+"."); ok {
+			return rest
+		}
+	}
+	return field
 }
 
 // catalogPut keeps the first position of an id and the last value: a repeated id in one

@@ -67,3 +67,25 @@ func TestAByteOrderMarkMayStartTheInput(t *testing.T) {
 		t.Fatalf("a byte order mark starting line 2: %v; want line 2 refused, naming the byte order mark", err)
 	}
 }
+
+// A NUL or a lone surrogate escape is refused naming the line and the field that holds it
+// (decisions.md: a bad line is refused "naming line and field"), nested fields and records
+// written under their kind included; a raw NUL byte, which no decoder reads, names the line.
+func TestATextProblemNamesTheFieldThatHoldsIt(t *testing.T) {
+	for _, c := range []struct{ line, field, message string }{
+		{`{"record":"town","slug":"berea","name":"Ber\u0000ea"}`, "name", "NUL"},
+		{`{"record":"town","town":{"slug":"berea","name":"Ber\u0000ea"}}`, "name", "NUL"},
+		{`{"record":"place","place_id":"p1","name":"Pie Shop","category":"food.cafe","menu":[{"name":"Pie","price":3},{"name":"Tart\u0000","price":2}]}`, "menu[1].name", "NUL"},
+		{`{"record":"place","place_id":"p1","name":"Pie Shop","category":"food.cafe","hours":{"mon":[{"open":"09:00","close":"17:00\u0000"}]}}`, "hours.mon[0].close", "NUL"},
+		{`{"record":"town","slug":"berea","name":"Ber\ud800ea"}`, "name", "surrogate"},
+		{"{\"record\":\"town\",\"slug\":\"berea\",\"name\":\"Ber\xffea\"}", "name", "UTF-8"},
+		{"{\"record\":\"town\",\"slug\":\"berea\",\"name\":\"Ber\x00ea\"}", "", "NUL"},
+		{`{"record":"town","slug":"berea","name":"Berea"} "x" "after\u0000"`, "", "NUL"},
+	} {
+		_, err := domain.ParseCatalog(strings.NewReader(c.line + "\n"))
+		var ie *domain.ImportError
+		if !errors.As(err, &ie) || ie.Line != 1 || ie.Field != c.field || !strings.Contains(ie.Message, c.message) {
+			t.Errorf("%q: %v; want line 1, field %q, a message about %s", c.line, err, c.field, c.message)
+		}
+	}
+}

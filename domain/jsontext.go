@@ -1,8 +1,11 @@
 package domain
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"iter"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -11,10 +14,23 @@ import (
 // encoding/json turns both into U+FFFD, so two different payment references, outage ids or
 // names would decode to one string. Syntax errors are left to the decoder.
 func CheckJSONText(b []byte) error {
+	if at, problem := jsonTextProblem(b); at >= 0 {
+		if problem == notUTF8 {
+			return fmt.Errorf("byte %d %s", at, problem)
+		}
+		return fmt.Errorf("byte %d: %s", at, problem)
+	}
+	return nil
+}
+
+const notUTF8 = "is not UTF-8 (JSON text must be UTF-8)"
+
+// jsonTextProblem is CheckJSONText's finding: where in b, and what (-1 and "" for none).
+func jsonTextProblem(b []byte) (int, string) {
 	for i := 0; i < len(b); {
 		r, size := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && size <= 1 {
-			return fmt.Errorf("byte %d is not UTF-8 (JSON text must be UTF-8)", i)
+			return i, notUTF8
 		}
 		i += size
 	}
@@ -23,15 +39,85 @@ func CheckJSONText(b []byte) error {
 		switch {
 		case at == pairedLow:
 		case r >= 0xDC00 && r <= 0xDFFF:
-			return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", at, r)
+			return at, fmt.Sprintf("\\u%04x is half of a UTF-16 surrogate pair, alone", r)
 		case r >= 0xD800 && r <= 0xDBFF:
 			if low, ok := hex4(b, at+8); !ok || b[at+6] != '\\' || b[at+7] != 'u' || low < 0xDC00 || low > 0xDFFF {
-				return fmt.Errorf("byte %d: \\u%04x is half of a UTF-16 surrogate pair, alone", at, r)
+				return at, fmt.Sprintf("\\u%04x is half of a UTF-16 surrogate pair, alone", r)
 			}
 			pairedLow = at + 6
 		}
 	}
-	return nil
+	return -1, ""
+}
+
+// jsonFieldAt names the value of the JSON text b that holds the byte at offset, as catalog
+// errors name fields ("name", "menu[2].name"); "" when it is not inside a value the decoder
+// reads (a name, or text the decoder refuses).
+func jsonFieldAt(b []byte, offset int) string {
+	type frame struct {
+		array bool
+		key   string
+		index int
+	}
+	var stack []frame
+	path := func() string {
+		var p strings.Builder
+		for _, f := range stack {
+			if f.array {
+				fmt.Fprintf(&p, "[%d]", f.index)
+				continue
+			}
+			if p.Len() > 0 {
+				p.WriteByte('.')
+			}
+			p.WriteString(f.key)
+		}
+		return p.String()
+	}
+	wantKey := false // the next string in the innermost object is a name
+	done := func() { // a value of the innermost container ended
+		if n := len(stack); n > 0 {
+			if stack[n-1].array {
+				stack[n-1].index++
+			} else {
+				wantKey = true
+			}
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, frame{})
+				wantKey = true
+			case '[':
+				stack = append(stack, frame{array: true})
+				wantKey = false
+			default:
+				stack = stack[:len(stack)-1]
+				done()
+			}
+		default:
+			if wantKey && len(stack) > 0 {
+				if offset >= int(start) && offset < int(dec.InputOffset()) {
+					return ""
+				}
+				stack[len(stack)-1].key, wantKey = t.(string), false
+				continue
+			}
+			if offset >= int(start) && offset < int(dec.InputOffset()) {
+				return path()
+			}
+			done()
+		}
+	}
 }
 
 // jsonUEscapes yields the offset and value of every \uXXXX escape inside the strings of the
