@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ type Server struct {
 // Handler returns the admin API's routes, wrapped in request id, access log and auth.
 func (s *Server) Handler() http.Handler {
 	r := mux.NewRouter()
+	// Routes match the path as sent, so an outage id holding an escaped "/" (%2F) is one
+	// segment; pathVar unescapes what they capture.
+	r.UseEncodedPath()
 	accessLog := httpx.AccessLog(s.logger())
 	r.Use(accessLog, s.authenticate)
 
@@ -75,6 +79,16 @@ func (s *Server) Handler() http.Handler {
 		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, "method "+r.Method+" is not allowed on this route")
 	})))
 	return httpx.RequestID(r)
+}
+
+// pathVar is the route variable name of r, unescaped. A value that does not unescape is
+// returned as sent: it names nothing, so the lookup answers 404.
+func pathVar(r *http.Request, name string) string {
+	v := mux.Vars(r)[name]
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
 }
 
 // authenticate requires Authorization: Bearer {ADMIN_TOKEN}, compared in constant time.

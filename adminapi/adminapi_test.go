@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -385,6 +386,23 @@ func TestPurchaseAddsCreditsOncePerPaymentRef(t *testing.T) {
 		num(totals["requests_charged"]) != 0 || num(totals["requests_deduplicated"]) != 0 {
 		t.Errorf("totals: %v", totals)
 	}
+}
+
+// Any outage id the grant accepts can be followed: one holding "/" or "%" is sent escaped
+// in the path (%2F, %25), as url.PathEscape writes it, and found.
+func TestAGrantIsFoundByItsOutageIdEscapedInThePath(t *testing.T) {
+	f := newFixture(t)
+	f.issueKey(f.openAccount("A"))
+	for _, id := range []string{"2026/11/db-outage", "50%off", "a b"} {
+		body, _ := json.Marshal(map[string]any{"outage_id": id, "credits": 1})
+		f.expect(f.call("POST", "/admin/bonus-grants", string(body)), 201, "")
+		r := f.call("GET", "/admin/bonus-grants/"+url.PathEscape(id), "")
+		f.expect(r, 200, "")
+		if got := r.data()["outage_id"]; got != id {
+			t.Errorf("GET of grant %q: outage_id %v", id, got)
+		}
+	}
+	f.expect(f.call("GET", "/admin/bonus-grants/"+url.PathEscape("2026/11/other"), ""), 404, "not_found")
 }
 
 func TestBonusGrantCreditsEveryAccountWithAKeyOncePerOutage(t *testing.T) {

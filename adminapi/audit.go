@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/httpx"
 )
@@ -31,7 +29,7 @@ func (s *Server) statement(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, httpx.BadRequest("from (%s) must not be after to (%s): to is the first day after the statement", q.Get("from"), q.Get("to")))
 		return
 	}
-	st, err := s.Views.Statement(r.Context(), mux.Vars(r)["accountId"], from, to)
+	st, err := s.Views.Statement(r.Context(), pathVar(r, "accountId"), from, to)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -59,7 +57,7 @@ const ledgerPage = 1000
 // page at a time; an error after the first row ends the response early rather than cutting
 // it silently, so the client sees a broken transfer.
 func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
-	accountID := mux.Vars(r)["accountId"]
+	accountID := pathVar(r, "accountId")
 	after, err := queryInt(r.URL.Query().Get("after"), "after", 0, 0, math.MaxInt64)
 	if err != nil {
 		s.fail(w, r, err)

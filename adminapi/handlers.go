@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/httpx"
@@ -34,7 +32,7 @@ func (s *Server) openAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) {
-	v, err := s.Views.Account(r.Context(), mux.Vars(r)["accountId"], s.now())
+	v, err := s.Views.Account(r.Context(), pathVar(r, "accountId"), s.now())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -43,7 +41,7 @@ func (s *Server) getAccount(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) issueKey(w http.ResponseWriter, r *http.Request) {
-	key, err := s.Accounts.IssueKey(r.Context(), mux.Vars(r)["accountId"], meta(r))
+	key, err := s.Accounts.IssueKey(r.Context(), pathVar(r, "accountId"), meta(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -59,12 +57,12 @@ func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	vars := mux.Vars(r)
-	if err := s.Accounts.RevokeKey(r.Context(), vars["accountId"], vars["keyId"], body.Reason, meta(r)); err != nil {
+	keyID := pathVar(r, "keyId")
+	if err := s.Accounts.RevokeKey(r.Context(), pathVar(r, "accountId"), keyID, body.Reason, meta(r)); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	httpx.WriteData(w, http.StatusOK, map[string]string{"key_id": vars["keyId"], "state": string(domain.KeyStateRevoked)})
+	httpx.WriteData(w, http.StatusOK, map[string]string{"key_id": keyID, "state": string(domain.KeyStateRevoked)})
 }
 
 func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +79,7 @@ func (s *Server) purchase(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.Accounts.Purchase(r.Context(), mux.Vars(r)["accountId"], cents, body.PaymentRef, meta(r))
+	res, err := s.Accounts.Purchase(r.Context(), pathVar(r, "accountId"), cents, body.PaymentRef, meta(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -116,7 +114,7 @@ func (s *Server) grantBonus(w http.ResponseWriter, r *http.Request) {
 
 // bonusGrant shows a grant and how far it has got.
 func (s *Server) bonusGrant(w http.ResponseWriter, r *http.Request) {
-	g, err := s.Accounts.Grant(r.Context(), mux.Vars(r)["outageId"])
+	g, err := s.Accounts.Grant(r.Context(), pathVar(r, "outageId"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -150,7 +148,7 @@ func (s *Server) ledger(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	lp, err := s.Views.LedgerPage(r.Context(), mux.Vars(r)["accountId"], after, int(limit))
+	lp, err := s.Views.LedgerPage(r.Context(), pathVar(r, "accountId"), after, int(limit))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -182,7 +180,7 @@ func queryInt(raw, name string, def, lo, hi int64) (int64, error) {
 }
 
 func (s *Server) balanceAt(w http.ResponseWriter, r *http.Request) {
-	accountID := mux.Vars(r)["accountId"]
+	accountID := pathVar(r, "accountId")
 	at, err := parseInstant(r.URL.Query().Get("at"))
 	if err != nil {
 		s.fail(w, r, err)

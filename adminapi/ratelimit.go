@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/gorilla/mux"
-
 	"github.com/kyapi/kyapi/internal/httpx"
 )
 
@@ -34,7 +32,7 @@ func (s *Server) setRateLimit(w http.ResponseWriter, r *http.Request) {
 		}
 		perMinute = &n
 	}
-	accountID := mux.Vars(r)["accountId"]
+	accountID := pathVar(r, "accountId")
 	if err := s.Accounts.SetRateLimit(r.Context(), accountID, perMinute, meta(r)); err != nil {
 		s.fail(w, r, err)
 		return
