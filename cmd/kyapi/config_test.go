@@ -89,6 +89,34 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 	}
 }
 
+// ELASTICSEARCH_URL is checked with the rest of the configuration, naming the variable, and
+// the error never shows a password the value holds.
+func TestElasticsearchURLMustBeAnHTTPURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for value, ok := range map[string]bool{
+		"http://localhost:9200":                true,
+		"https://user:secret@es.example.com":   true,
+		"https://es.example.com:9243/prefix":   true,
+		"notaurl":                              false,
+		"localhost:9200":                       false,
+		"ftp://es.example.com":                 false,
+		"http://":                              false,
+		"https://user:secret@:9200":            false,
+		"http://user:secret@es example.com/%z": false,
+	} {
+		t.Setenv("ELASTICSEARCH_URL", value)
+		_, err := app.LoadConfig()
+		switch {
+		case ok && err != nil:
+			t.Errorf("ELASTICSEARCH_URL=%q: %v", value, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "ELASTICSEARCH_URL")):
+			t.Errorf("ELASTICSEARCH_URL=%q: %v; want an error naming the variable", value, err)
+		case !ok && strings.Contains(err.Error(), "secret"):
+			t.Errorf("ELASTICSEARCH_URL=%q: the error shows the password: %v", value, err)
+		}
+	}
+}
+
 // LOG_LEVEL must name a level; an unknown name is an error listing the accepted ones, not
 // a silent info.
 func TestLogLevelMustBeALevel(t *testing.T) {

@@ -80,6 +80,11 @@ func LoadConfig() (Config, error) {
 	if c.CanonicalBaseURL, err = canonicalBaseURL(c.CanonicalBaseURL); err != nil {
 		return c, err
 	}
+	if c.ElasticsearchURL != "" {
+		if err := checkElasticsearchURL(c.ElasticsearchURL); err != nil {
+			return c, err
+		}
+	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		return c, fmt.Errorf("LOG_LEVEL must be one of %s, got %q", strings.Join(LogLevels, ", "), c.LogLevel)
 	}
@@ -120,6 +125,28 @@ func canonicalBaseURL(v string) (string, error) {
 		return bad("it must not hold a query or a fragment")
 	}
 	return strings.TrimRight(v, "/"), nil
+}
+
+// checkElasticsearchURL checks ELASTICSEARCH_URL: an http or https URL with a host (and
+// optionally credentials and a path). The error never repeats a password it holds.
+func checkElasticsearchURL(v string) error {
+	u, err := url.Parse(v)
+	shown := "(not shown: it does not parse)"
+	if err == nil {
+		shown = fmt.Sprintf("%q", u.Redacted())
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("ELASTICSEARCH_URL must be an http or https URL such as http://localhost:9200 (%s), got %s", why, shown)
+	}
+	switch {
+	case err != nil:
+		return bad("it does not parse")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("it needs the scheme http:// or https://")
+	case u.Host == "" || u.Hostname() == "":
+		return bad("it names no host")
+	}
+	return nil
 }
 
 func envOr(name, def string) string {
