@@ -163,6 +163,16 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 		go func() { once <- a.countedOnce(ctx, tx, scope) }()
 	}
 
+	// The catalog's read models, on a connection of their own while the workers read the
+	// streams.
+	var catalog chan error
+	if a.auditsUsage() {
+		catalog = make(chan error, 1)
+		go func() {
+			catalog <- onSnapshot(ctx, pool, a.snapshot, func(tx pgx.Tx) error { return a.compareCatalog(ctx, tx) })
+		}()
+	}
+
 	start := time.Now()
 	stopProgress := a.reportProgress(total, start)
 	work := make(chan unit)
@@ -195,9 +205,11 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 	if sendErr == nil {
 		sendErr = <-errc
 	}
-	if once != nil {
-		if err := <-once; sendErr == nil {
-			sendErr = err
+	for _, c := range []chan error{once, catalog} {
+		if c != nil {
+			if err := <-c; sendErr == nil {
+				sendErr = err
+			}
 		}
 	}
 	if sendErr != nil {

@@ -1,0 +1,80 @@
+package audit_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/audit"
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// The catalog's read models (what place detail, lists, search, hidden gems, towns and events
+// serve) are compared with the newest import of each record: a row changed, removed, set back
+// to an older import, or a chain flag the names do not explain, is a difference naming the
+// record. The demo catalog (menus, review summaries, sources with trust windows), imported
+// twice, audits clean first.
+func TestAnAlteredCatalogReadModelIsADifference(t *testing.T) {
+	for _, c := range []struct{ name, sql, diff string }{
+		{"a place's name and list row", `UPDATE rm_places SET name = 'Stale Name',
+			row_json = replace(row_json, 'Ann''s Pies', 'Stale Name') WHERE place_id = 'plc_1'`,
+			`place plc_1: the catalog read model has name "Stale Name", its import v2`},
+		{"a place's stored detail", `UPDATE rm_places SET detail_json = replace(detail_json, '"field_trust"', '"field_trust_"')
+			WHERE place_id = (SELECT min(place_id) FROM rm_places WHERE place_id LIKE 'plc\_%' ESCAPE '\' AND place_id <> 'plc_1' AND place_id <> 'plc_2')`,
+			`the catalog read model has detail_json`},
+		{"a place's imported document", `UPDATE rm_places SET doc = replace(doc, 'Grill', 'Grille') WHERE place_id = 'plc_2'`,
+			`place plc_2: the catalog read model has doc …ce_id\":\"plc_2\",\"name\":\"Mae's Grille`},
+		{"a place removed", `DELETE FROM rm_places WHERE place_id = 'plc_2'`,
+			`place plc_2: missing from the catalog read model (its import v1`},
+		{"a place of an older import", `UPDATE rm_places SET version = 1, town_slug = 'paducah' WHERE place_id = 'plc_1'`,
+			`place plc_1: the catalog read model holds v1, its newest import at or before its checkpoint is v2`},
+		{"a place no import wrote", `INSERT INTO rm_places SELECT 'plc_ghost', town_slug, name, normalized_name || ' ghost', category, is_gem,
+			marked_chain, is_chain, local_gem_score, rating, rating_count, latitude, longitude, doc, has_menu, has_review, version,
+			updated_at, row_json, detail_json, trust_from, trust_until, menu_json, menu_items, reviews_json FROM rm_places WHERE place_id = 'plc_2'`,
+			`place plc_ghost: in the catalog read model, but no import of it is at or before its checkpoint`},
+		{"a chain flag", `UPDATE rm_places SET is_chain = true WHERE place_id = 'plc_2'`,
+			`place plc_2: the catalog read model has is_chain true, but it was imported with is_chain false`},
+		{"a town renamed", `UPDATE rm_towns SET name = 'Nowhere' WHERE slug = 'berea'`,
+			`town berea: the catalog read model has name "Nowhere", its import v3`},
+		{"an event moved", `UPDATE rm_events SET start_date = start_date + interval '30 days' WHERE event_id = 'ev_1'`,
+			`event ev_1: the catalog read model has start_date 2026-12-31T10:00:00.123456Z, its import v1`},
+		{"an event's document", `UPDATE rm_events SET doc = jsonb_set(doc, '{title}', '"Other"') WHERE event_id = 'ev_1'`,
+			`event ev_1: the catalog read model's doc differs from its import v1`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.NewPool(t)
+			newWorld(t, pool, 5)
+			imp := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return noon }}
+			var demo bytes.Buffer
+			if _, err := demodata.Write(&demo, demodata.Config{Places: 40, Today: noon.Truncate(24 * time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			for _, batch := range []string{
+				demo.String(),
+				`{"record":"town","slug":"berea","name":"Berea"}
+{"record":"place","place_id":"plc_1","name":"Joe's Diner","category":"food.diner","town_slug":"berea"}
+{"record":"place","place_id":"plc_2","name":"Mae's Grill","category":"food.grill","town_slug":"berea","is_gem":true,"local_gem_score":0.9}
+{"record":"event","event_id":"ev_1","title":"Fair","event_type":"festival","start_date":"2026-12-01T10:00:00.1234567Z","town_slug":"berea"}`,
+				`{"record":"place","place_id":"plc_1","name":"Ann's Pies","category":"food.bakery","town_slug":"berea"}`,
+				demo.String(), // every demo record again: its second version
+			} {
+				if _, err := imp.Handle(ctx, strings.NewReader(batch), eventstore.Metadata{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			catchUp(t, pool)
+			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+				t.Fatalf("consistent catalog: %s", out)
+			}
+			tamper(t, pool, c.sql)
+			rep, out := run(t, pool, audit.Options{})
+			if len(rep.Differences) == 0 || !strings.Contains(out, c.diff) {
+				t.Errorf("after %s: %s\nwant a DIFF containing %q", c.name, out, c.diff)
+			}
+		})
+	}
+}
