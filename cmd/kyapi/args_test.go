@@ -47,6 +47,16 @@ func TestEveryCommandRefusesAStrayArgument(t *testing.T) {
 	}
 }
 
+// `kyapi audit -public-key HEX` without -digest has no signature to check: it says so (a usage
+// error) rather than audit without the check the operator asked for.
+func TestAuditRefusesAPublicKeyWithoutADigest(t *testing.T) {
+	out, code, ended := runKyapi(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, 60*time.Second,
+		"audit", "-public-key", strings.Repeat("ab", 32))
+	if !ended || code != 2 || !strings.Contains(out, "-digest") {
+		t.Fatalf("kyapi audit -public-key HEX: exit %d; want a usage error (exit 2) asking for -digest\n%s", code, out)
+	}
+}
+
 // `kyapi serve extra -read=false -admin=false` must not serve the APIs the operator turned off.
 func TestServeRefusesAStrayArgumentBeforeItsFlags(t *testing.T) {
 	serveRefuses(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, []string{"extra", "-read=false", "-admin=false"}, `"extra"`)

@@ -179,6 +179,9 @@ func runAudit(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *publicKey != "" && *digestFile == "" {
+		return usageError(fs, "-public-key checks the signature of a digest: give the digest with -digest FILE")
+	}
 	var digest *audit.Digest
 	if *digestFile != "" {
 		d, err := readDigest(*digestFile, *publicKey)
