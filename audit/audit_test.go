@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -347,6 +348,100 @@ func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
 	tamper(t, pools[0], `UPDATE rm_balances SET balance = balance + 7`)
 	if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) == 0 || !strings.Contains(out, "balances read model has balance") {
 		t.Fatalf("a corrupted read-model row after the load: %s", out)
+	}
+}
+
+// The audit stays clean while every kind of fact is written beside it, from two processes:
+// charges on one account; purchases, key rotations (each revoking the key still in grace) and
+// bonus grants (which credit the charged account too, between its charges) on another.
+func TestAuditsWhileAccountsBuyRotateAndAreGrantedAreClean(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	pools := make([]*pgxpool.Pool, 2)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		pools[i] = p
+	}
+	w := newWorld(t, pools[0], 0)
+	other, err := w.accounts.OpenAccount(ctx, "Busy Co", "busy@test.example", eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, p := range pools {
+		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, time.Now), Poll: 5 * time.Millisecond}
+		if err := runner.Start(runCtx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = runner.Close() })
+	}
+	var wg sync.WaitGroup
+	var facts atomic.Int64
+	for i, p := range pools {
+		meter := commands.NewMeter(eventstore.New(p), func() time.Time { return noon }, commands.MeterOptions{})
+		t.Cleanup(meter.Close)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; runCtx.Err() == nil; n++ {
+				_, err := meter.Charge(ctx, commands.ChargeRequest{Caller: w.caller, Operation: domain.OpPlaceDetail,
+					Resources: []string{domain.PlaceResource(fmt.Sprintf("%d-%d", i, n%200))}})
+				if err != nil && runCtx.Err() == nil && !errors.Is(err, domain.ErrInsufficientCredits) {
+					t.Error(err)
+					return
+				}
+				facts.Add(1)
+			}
+		}()
+	}
+	accounts := commands.Accounts{Store: eventstore.New(pools[1]), Clock: func() time.Time { return noon }}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 0; runCtx.Err() == nil; n++ {
+			var err error
+			switch n % 3 {
+			case 0:
+				_, err = accounts.Purchase(ctx, other, 500, fmt.Sprint("busy-pay-", n), eventstore.Metadata{})
+			case 1:
+				_, err = accounts.IssueKey(ctx, other, eventstore.Metadata{})
+			case 2:
+				_, err = accounts.GrantBonus(ctx, fmt.Sprint("busy-outage-", n), 3, "test", eventstore.Metadata{})
+			}
+			if err != nil && runCtx.Err() == nil {
+				t.Error(err)
+				return
+			}
+			facts.Add(1)
+		}
+	}()
+	for i := 0; i < 8; i++ {
+		for start := facts.Load(); facts.Load() < start+150; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) != 0 {
+			t.Fatalf("audit %d under purchases, rotations, grants and charges:\n%s", i+1, out)
+		}
+	}
+	stop()
+	wg.Wait()
+	var grants, rotations int
+	if err := pools[0].QueryRow(ctx, `SELECT (SELECT count(*) FROM bonus_grants), (SELECT count(*) FROM api_keys WHERE account_id = $1)`,
+		other).Scan(&grants, &rotations); err != nil {
+		t.Fatal(err)
+	}
+	if grants == 0 || rotations < 3 {
+		t.Fatalf("%d grants and %d keys of the busy account: the load did not run", grants, rotations)
+	}
+	// The same audit still sees a key set back from revoked after the load.
+	tamper(t, pools[0], `UPDATE api_keys SET state = 'active', revoked_at = NULL WHERE key_id =
+		(SELECT min(key_id) FROM api_keys WHERE account_id = $1 AND state = 'revoked')`, other)
+	if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) == 0 || !strings.Contains(out, "api_keys row of key") {
+		t.Fatalf("a revoked key set back to active after the load: %s", out)
 	}
 }
 
