@@ -31,21 +31,27 @@ func codeOf(body string) string {
 	return e.Code
 }
 
-// Rotation keeps the old key for its grace, and a second rotation revokes the older grace key
-// at once (docs/architecture.md, "Invariants and where each is enforced"); revocation is
-// immediate: once the revoke call returns, no process serves the key (docs/api.md, "Keys").
-// Checked end to end on the read API, including two concurrent rotations.
-func TestRotationChainOnTheReadAPI(t *testing.T) {
+// rotationAccount starts the service with an account holding 1,000 credits, and returns
+// a function that issues it a key through the admin API.
+func rotationAccount(t *testing.T) (*apptest.Service, string, func() map[string]any) {
+	t.Helper()
 	svc := apptest.Start(t, 1000)
 	st, body := svc.Admin(t, "POST", "/admin/accounts", `{"name":"Rot","email":"rot@example.com"}`)
 	id := dataOf(t, st, body, 201)["account_id"].(string)
 	st, body = svc.Admin(t, "POST", "/admin/accounts/"+id+"/purchases", `{"amount_cents":500,"payment_ref":"rot-1"}`)
 	dataOf(t, st, body, 201)
-
-	issue := func() map[string]any {
+	return svc, id, func() map[string]any {
 		st, body := svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys", "")
 		return dataOf(t, st, body, 201)
 	}
+}
+
+// Rotation keeps the old key for its grace, and a second rotation revokes the older grace key
+// at once (docs/architecture.md, "Invariants and where each is enforced"); revocation is
+// immediate: once the revoke call returns, no process serves the key (docs/api.md, "Keys").
+// Checked end to end on the read API, including two concurrent rotations.
+func TestRotationChainOnTheReadAPI(t *testing.T) {
+	svc, id, issue := rotationAccount(t)
 	works := func(name string, key string, want int, code string) {
 		t.Helper()
 		for _, path := range []string{"/api/data/towns", "/api/data/places/no-such-place"} {
@@ -83,7 +89,7 @@ func TestRotationChainOnTheReadAPI(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st, body = svc.Admin(t, "GET", "/admin/accounts/"+id, "")
+	st, body := svc.Admin(t, "GET", "/admin/accounts/"+id, "")
 	states := map[string]string{}
 	count := map[string]int{}
 	for _, k := range dataOf(t, st, body, 200)["keys"].([]any) {
@@ -124,15 +130,7 @@ func TestRotationChainOnTheReadAPI(t *testing.T) {
 // A key issued while no key is active (the active one was revoked) rotates nothing: the key in
 // grace keeps the rest of its grace and keeps working, and the next rotation revokes it.
 func TestAKeyIssuedWhileNoneIsActiveLeavesTheGraceKeyItsGrace(t *testing.T) {
-	svc := apptest.Start(t, 1000)
-	st, body := svc.Admin(t, "POST", "/admin/accounts", `{"name":"Rot","email":"rot@example.com"}`)
-	id := dataOf(t, st, body, 201)["account_id"].(string)
-	st, body = svc.Admin(t, "POST", "/admin/accounts/"+id+"/purchases", `{"amount_cents":500,"payment_ref":"rot-1"}`)
-	dataOf(t, st, body, 201)
-	issue := func() map[string]any {
-		st, body := svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys", "")
-		return dataOf(t, st, body, 201)
-	}
+	svc, id, issue := rotationAccount(t)
 	state := func(keyID string) string {
 		st, body := svc.Admin(t, "GET", "/admin/accounts/"+id, "")
 		for _, k := range dataOf(t, st, body, 200)["keys"].([]any) {
@@ -145,7 +143,7 @@ func TestAKeyIssuedWhileNoneIsActiveLeavesTheGraceKeyItsGrace(t *testing.T) {
 	}
 	k1 := issue()
 	k2 := issue() // k1 enters grace
-	st, body = svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys/"+k2["key_id"].(string)+"/revoke", `{"reason":"leaked"}`)
+	st, body := svc.Admin(t, "POST", "/admin/accounts/"+id+"/keys/"+k2["key_id"].(string)+"/revoke", `{"reason":"leaked"}`)
 	dataOf(t, st, body, 200)
 	k3 := issue()
 	if k3["rotated_key_id"] != nil {

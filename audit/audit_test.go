@@ -292,26 +292,9 @@ func TestAuditNamesEditedMissingAndReorderedEvents(t *testing.T) {
 // reading the read models. Now every audit reads one snapshot and compares read models as of
 // their checkpoints: two processes charge and project all along, and every audit is clean.
 func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	pools := make([]*pgxpool.Pool, 2)
-	for i := range pools {
-		p, err := pgxpool.New(ctx, dbURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		pools[i] = p
-	}
-	worlds := []world{newWorld(t, pools[0], 0)}
-	runCtx, stop := context.WithCancel(ctx)
+	pools, runCtx, stop := twoProjectingProcesses(t)
 	defer stop()
-	for _, p := range pools {
-		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, time.Now), Poll: 5 * time.Millisecond}
-		if err := runner.Start(runCtx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = runner.Close() })
-	}
+	worlds := []world{newWorld(t, pools[0], 0)}
 	// Each process charges its own way through the places: paid, then deduplicated.
 	var wg sync.WaitGroup
 	var charged atomic.Int64
@@ -351,11 +334,12 @@ func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
 	}
 }
 
-// The audit stays clean while every kind of fact is written beside it, from two processes:
-// charges on one account; purchases, key rotations (each revoking the key still in grace) and
-// bonus grants (which credit the charged account too, between its charges) on another.
-func TestAuditsWhileAccountsBuyRotateAndAreGrantedAreClean(t *testing.T) {
+// twoProjectingProcesses is two connection pools on a fresh database, each running every
+// projection as a serving process does until stop.
+func twoProjectingProcesses(t *testing.T) ([]*pgxpool.Pool, context.Context, context.CancelFunc) {
+	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
+	runCtx, stop := context.WithCancel(ctx)
 	pools := make([]*pgxpool.Pool, 2)
 	for i := range pools {
 		p, err := pgxpool.New(ctx, dbURL)
@@ -364,20 +348,25 @@ func TestAuditsWhileAccountsBuyRotateAndAreGrantedAreClean(t *testing.T) {
 		}
 		t.Cleanup(p.Close)
 		pools[i] = p
-	}
-	w := newWorld(t, pools[0], 0)
-	other, err := w.accounts.OpenAccount(ctx, "Busy Co", "busy@test.example", eventstore.Metadata{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	for _, p := range pools {
 		runner := &projections.Runner{Pool: p, Projections: projections.All(p, nil, time.Now), Poll: 5 * time.Millisecond}
 		if err := runner.Start(runCtx); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = runner.Close() })
+	}
+	return pools, runCtx, stop
+}
+
+// The audit stays clean while every kind of fact is written beside it, from two processes:
+// charges on one account; purchases, key rotations (each revoking the key still in grace) and
+// bonus grants (which credit the charged account too, between its charges) on another.
+func TestAuditsWhileAccountsBuyRotateAndAreGrantedAreClean(t *testing.T) {
+	pools, runCtx, stop := twoProjectingProcesses(t)
+	defer stop()
+	w := newWorld(t, pools[0], 0)
+	other, err := w.accounts.OpenAccount(ctx, "Busy Co", "busy@test.example", eventstore.Metadata{})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
 	var facts atomic.Int64

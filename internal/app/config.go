@@ -112,13 +112,10 @@ func canonicalBaseURL(v string) (string, error) {
 	bad := func(why string) (string, error) {
 		return "", fmt.Errorf("CANONICAL_BASE_URL must be an absolute http or https URL such as https://api.example.com (%s), got %q", why, v)
 	}
+	if why := httpURLProblem(u, err); why != "" {
+		return bad(why)
+	}
 	switch {
-	case err != nil:
-		return bad("it does not parse")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("it needs the scheme http:// or https://")
-	case u.Host == "" || u.Hostname() == "":
-		return bad("it names no host")
 	case u.User != nil:
 		return bad("it must not hold a user name or password")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(v, "?#"):
@@ -138,15 +135,24 @@ func checkElasticsearchURL(v string) error {
 	bad := func(why string) error {
 		return fmt.Errorf("ELASTICSEARCH_URL must be an http or https URL such as http://localhost:9200 (%s), got %s", why, shown)
 	}
-	switch {
-	case err != nil:
-		return bad("it does not parse")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("it needs the scheme http:// or https://")
-	case u.Host == "" || u.Hostname() == "":
-		return bad("it names no host")
+	if why := httpURLProblem(u, err); why != "" {
+		return bad(why)
 	}
 	return nil
+}
+
+// httpURLProblem says what keeps a parsed URL (and its parse error) from being an absolute
+// http or https URL with a host; "" when nothing does.
+func httpURLProblem(u *url.URL, err error) string {
+	switch {
+	case err != nil:
+		return "it does not parse"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "it needs the scheme http:// or https://"
+	case u.Host == "" || u.Hostname() == "":
+		return "it names no host"
+	}
+	return ""
 }
 
 func envOr(name, def string) string {
