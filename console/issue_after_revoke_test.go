@@ -3,6 +3,7 @@ package console_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/kyapi/kyapi/internal/apptest"
@@ -68,5 +69,38 @@ func TestAnIssueAfterARevokeIssuesANewKey(t *testing.T) {
 	if n != 1 || len(ks) != 2 {
 		t.Errorf("issuing a key for an account whose only key was revoked issued nothing: keys %v; "+
 			"the form led to %s (the first issue led to %s)", ks, second, first)
+	}
+}
+
+// The accounts page lists the keys that work; an account whose keys are all revoked shows
+// "none", as one that never had a key does, not an empty cell.
+func TestAnAccountWhoseKeysAreAllRevokedShowsNone(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Revoked Co", "revoked@example.com")
+	st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys", "")
+	var issued struct {
+		Data struct {
+			KeyID string `json:"key_id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(body), &issued); st != http.StatusCreated || err != nil {
+		t.Fatalf("issue: %d %s", st, body)
+	}
+	if st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys/"+issued.Data.KeyID+"/revoke", ""); st != http.StatusOK {
+		t.Fatalf("revoke: %d %s", st, body)
+	}
+	c, _ := signedInConsole(t, svc)
+	resp, err := c.Get(svc.AdminURL + "/console/accounts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := readAll(t, resp)
+	at := strings.Index(page, id)
+	end := strings.Index(page[max(at, 0):], "</tr>")
+	if at < 0 || end < 0 {
+		t.Fatalf("account %s not listed: %s", id, page)
+	}
+	if row := page[at : at+end]; !strings.Contains(row, `<span class="sub">none</span>`) {
+		t.Errorf("the row of an account whose keys are all revoked: %s; want its keys shown as none", row)
 	}
 }
