@@ -287,15 +287,25 @@ func nulAt(b []byte) int {
 
 // catalogFieldAt names the field holding the byte at offset of a line, as the line's other
 // errors name fields: on a line whose record is nested ({"record":"place","place":{...}})
-// without the wrapper.
+// without the wrapper, and "" (the line) for a field beside the nested record, which is not
+// read.
 func catalogFieldAt(line []byte, offset int) string {
 	field := jsonFieldAt(line, offset)
-	for _, kind := range []string{"town", "event", "place"} {
-		if rest, ok := strings.CutPrefix(field, kind+"."); ok {
-			return rest
-		}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(line, &top) != nil {
+		return field
 	}
-	return field
+	var kind string
+	if json.Unmarshal(top["record"], &kind) != nil || len(bytes.TrimSpace(top[kind])) == 0 || catalogIsNull(top[kind]) {
+		return field // a flat line: its fields are the record's
+	}
+	if rest, ok := strings.CutPrefix(field, kind+"."); ok {
+		return rest
+	}
+	if field == "record" {
+		return field
+	}
+	return ""
 }
 
 // catalogPut keeps the first position of an id and the last value: a repeated id in one

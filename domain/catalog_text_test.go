@@ -81,6 +81,11 @@ func TestATextProblemNamesTheFieldThatHoldsIt(t *testing.T) {
 		{"{\"record\":\"town\",\"slug\":\"berea\",\"name\":\"Ber\xffea\"}", "name", "UTF-8"},
 		{"{\"record\":\"town\",\"slug\":\"berea\",\"name\":\"Ber\x00ea\"}", "", "NUL"},
 		{`{"record":"town","slug":"berea","name":"Berea"} "x" "after\u0000"`, "", "NUL"},
+		// An unknown object on a flat line is named as it is; beside a nested record, a field
+		// is not read, and the line alone is named.
+		{`{"record":"town","slug":"berea","name":"Berea","place":{"name":"x\u0000"}}`, "place.name", "NUL"},
+		{`{"record":"place","place":{"place_id":"p1","name":"Pie","category":"food.cafe"},"name":"x\u0000"}`, "", "NUL"},
+		{`{"record":"place","place":{"place_id":"p1","name":"Pie\u0000","category":"food.cafe"},"name":"x"}`, "name", "NUL"},
 	} {
 		_, err := domain.ParseCatalog(strings.NewReader(c.line + "\n"))
 		var ie *domain.ImportError
