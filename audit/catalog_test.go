@@ -78,3 +78,37 @@ func TestAnAlteredCatalogReadModelIsADifference(t *testing.T) {
 		})
 	}
 }
+
+// Rows the read API serves by rendering their document are compared for what it serves:
+// rows stored before views existed (migration 0011 left their views NULL), and rows whose
+// detail migration 0019 marked as holding for no instant (a trust window ending in 1970).
+// Both audit clean, and a wrong column they do serve is still a difference.
+func TestPlacesTheReadAPIRendersFromTheirDocumentAuditForWhatItServes(t *testing.T) {
+	for _, c := range []struct{ name, legacy string }{
+		{"stored before views", `UPDATE rm_places SET row_json = NULL, detail_json = NULL, trust_from = NULL,
+			trust_until = NULL, menu_json = NULL, menu_items = 0, reviews_json = NULL`},
+		{"detail marked by migration 0019", `UPDATE rm_places SET trust_from = NULL, trust_until = '1970-01-01T00:00:00Z'
+			WHERE detail_json IS NOT NULL`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.NewPool(t)
+			imp := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return noon }}
+			var demo bytes.Buffer
+			if _, err := demodata.Write(&demo, demodata.Config{Places: 30, Today: noon.Truncate(24 * time.Hour)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := imp.Handle(ctx, &demo, eventstore.Metadata{}); err != nil {
+				t.Fatal(err)
+			}
+			catchUp(t, pool)
+			tamper(t, pool, c.legacy)
+			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+				t.Fatalf("places the read API renders from their document: %s", out)
+			}
+			tamper(t, pool, `UPDATE rm_places SET category = 'food.other' WHERE place_id = (SELECT min(place_id) FROM rm_places)`)
+			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 1 || !strings.Contains(out, "has category \"food.other\"") {
+				t.Fatalf("a wrong category on such a row: %s", out)
+			}
+		})
+	}
+}
