@@ -318,19 +318,26 @@ func TestAuditsWhileTwoProcessesChargeAreClean(t *testing.T) {
 			}()
 		}
 	}
-	for i := 0; i < 5; i++ {
-		for start := charged.Load(); charged.Load() < start+50; {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) != 0 {
-			t.Fatalf("audit %d under load:\n%s", i+1, out)
-		}
-	}
+	auditsUnderLoad(t, pools[1], &charged, 5, 50, "charges")
 	stop()
 	wg.Wait()
 	tamper(t, pools[0], `UPDATE rm_balances SET balance = balance + 7`)
 	if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) == 0 || !strings.Contains(out, "balances read model has balance") {
 		t.Fatalf("a corrupted read-model row after the load: %s", out)
+	}
+}
+
+// auditsUnderLoad audits the whole store rounds times while the load runs, each time after
+// every more facts have been written (written counts them), and fails on any difference.
+func auditsUnderLoad(t *testing.T, pool *pgxpool.Pool, written *atomic.Int64, rounds int, every int64, load string) {
+	t.Helper()
+	for i := range rounds {
+		for start := written.Load(); written.Load() < start+every; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+			t.Fatalf("audit %d under %s:\n%s", i+1, load, out)
+		}
 	}
 }
 
@@ -408,14 +415,7 @@ func TestAuditsWhileAccountsBuyRotateAndAreGrantedAreClean(t *testing.T) {
 			facts.Add(1)
 		}
 	}()
-	for i := 0; i < 8; i++ {
-		for start := facts.Load(); facts.Load() < start+150; {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if rep, out := run(t, pools[1], audit.Options{}); len(rep.Differences) != 0 {
-			t.Fatalf("audit %d under purchases, rotations, grants and charges:\n%s", i+1, out)
-		}
-	}
+	auditsUnderLoad(t, pools[1], &facts, 8, 150, "purchases, rotations, grants and charges")
 	stop()
 	wg.Wait()
 	var grants, rotations int
