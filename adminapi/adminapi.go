@@ -75,10 +75,26 @@ func (s *Server) Handler() http.Handler {
 	r.NotFoundHandler = accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusNotFound, httpx.CodeNotFound, "no such route")
 	})))
-	r.MethodNotAllowedHandler = accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, "method "+r.Method+" is not allowed on this route")
+	r.MethodNotAllowedHandler = accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req))
+		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, "method "+req.Method+" is not allowed on this route")
 	})))
 	return httpx.RequestID(r)
+}
+
+// allowedMethods lists the methods router has a route for at req's path, for a 405's Allow
+// header.
+func allowedMethods(router *mux.Router, req *http.Request) string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+		probe := *req
+		probe.Method = m
+		var match mux.RouteMatch
+		if router.Match(&probe, &match) && match.MatchErr == nil && match.Route != nil {
+			allow = append(allow, m)
+		}
+	}
+	return strings.Join(allow, ", ")
 }
 
 // pathVar is the route variable name of r, unescaped. A value that does not unescape is

@@ -73,6 +73,7 @@ func newFixture(t *testing.T) *fixture {
 
 type response struct {
 	status int
+	header http.Header
 	body   map[string]any
 	raw    string
 }
@@ -113,7 +114,7 @@ func (f *fixture) callWith(method, path, body, authorization string) response {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	out := response{status: resp.StatusCode, raw: string(raw)}
+	out := response{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
 	if err := json.Unmarshal(raw, &out.body); err != nil {
 		f.t.Fatalf("%s %s: body is not a JSON object: %v: %s", method, path, err, raw)
 	}
@@ -617,8 +618,28 @@ func TestUnknownRoutesAndWrongMethodsAnswerWithAnErrorBody(t *testing.T) {
 	f := newFixture(t)
 	f.expect(f.call("GET", "/admin/nothing-here", ""), 404, "not_found")
 	f.expect(f.call("GET", "/", ""), 404, "not_found")
-	f.expect(f.call("DELETE", "/admin/accounts", ""), 405, "bad_request")
-	f.expect(f.call("GET", "/admin/bonus-grants", ""), 405, "bad_request")
+	// A 405 says which methods the route answers, as the read API's do.
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/admin/accounts", "POST"},
+		{"GET", "/admin/bonus-grants", "POST"},
+		{"DELETE", "/admin/accounts/acc_x", "GET"},
+		{"POST", "/admin/accounts/acc_x/rate-limit", "PUT"},
+		{"GET", "/admin/bonus-grants/a%2Fb", ""}, // a GET route: no 405
+		{"PUT", "/admin/bonus-grants/a%2Fb", "GET"},
+		{"GET", "/admin/catalog/import", "POST"},
+	} {
+		r := f.call(c.method, c.path, "")
+		if c.allow == "" {
+			if r.status == 405 {
+				t.Errorf("%s %s: 405: %s", c.method, c.path, r.raw)
+			}
+			continue
+		}
+		f.expect(r, 405, "bad_request")
+		if got := r.header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+	}
 }
 
 // A grant, once asked for, runs to its end in the process that took it, even when the caller
