@@ -117,6 +117,34 @@ func TestElasticsearchURLMustBeAnHTTPURL(t *testing.T) {
 	}
 }
 
+// REDIS_URL is checked with the rest of the configuration, not once serve has caught up its
+// projections, naming the variable, and the error never shows a password the value holds.
+func TestRedisURLMustBeARedisURL(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for value, ok := range map[string]bool{
+		"redis://localhost:6379/0":            true,
+		"redis://:secret@localhost:6379":      true,
+		"rediss://user:secret@redis.example":  true,
+		"foo":                                 false,
+		"localhost:6379":                      false,
+		"http://localhost:6379":               false,
+		"redis://localhost:6379/x":            false,
+		"redis://:secret@localhost:6379/%zz":  false,
+		"redis://user:secret@local host:6379": false,
+	} {
+		t.Setenv("REDIS_URL", value)
+		_, err := app.LoadConfig()
+		switch {
+		case ok && err != nil:
+			t.Errorf("REDIS_URL=%q: %v", value, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "REDIS_URL")):
+			t.Errorf("REDIS_URL=%q: %v; want an error naming the variable", value, err)
+		case !ok && strings.Contains(err.Error(), "secret"):
+			t.Errorf("REDIS_URL=%q: the error shows the password: %v", value, err)
+		}
+	}
+}
+
 // LOG_LEVEL must name a level; an unknown name is an error listing the accepted ones, not
 // a silent info.
 func TestLogLevelMustBeALevel(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/commands"
@@ -85,6 +86,11 @@ func LoadConfig() (Config, error) {
 			return c, err
 		}
 	}
+	if c.RedisURL != "" {
+		if err := checkRedisURL(c.RedisURL); err != nil {
+			return c, err
+		}
+	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		return c, fmt.Errorf("LOG_LEVEL must be one of %s, got %q", strings.Join(LogLevels, ", "), c.LogLevel)
 	}
@@ -153,6 +159,30 @@ func httpURLProblem(u *url.URL, err error) string {
 		return "it names no host"
 	}
 	return ""
+}
+
+// checkRedisURL checks REDIS_URL as the shared rate limiter will parse it (redis:// or
+// rediss://). The error never repeats a password it holds.
+func checkRedisURL(v string) error {
+	u, err := url.Parse(v)
+	shown := "(not shown: it does not parse)"
+	if err == nil {
+		shown = fmt.Sprintf("%q", u.Redacted())
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("REDIS_URL must be a redis:// or rediss:// URL such as redis://localhost:6379/0 (%s), got %s", why, shown)
+	}
+	switch {
+	case err != nil:
+		return bad("it does not parse")
+	case u.Scheme != "redis" && u.Scheme != "rediss":
+		return bad("it needs the scheme redis:// or rediss://")
+	}
+	if _, err := redis.ParseURL(v); err != nil {
+		// go-redis names the scheme, database or option it refuses, never the password.
+		return bad(strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return nil
 }
 
 func envOr(name, def string) string {
