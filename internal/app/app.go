@@ -177,6 +177,14 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	clock := time.Now
 	startedAt := clock()
 
+	// Read before the catch-up, which can take minutes: a key file that cannot be read is a
+	// configuration error, said at once.
+	var signingKey ed25519.PrivateKey
+	if cfg.AuditSigningKey != "" {
+		if signingKey, err = audit.LoadSigningKey(cfg.AuditSigningKey); err != nil {
+			return fmt.Errorf("AUDIT_SIGNING_KEY: %w", err)
+		}
+	}
 	var ps []projections.Projection
 	if opts.Projections {
 		ps = projections.All(pool, nil, clock)
@@ -208,12 +216,8 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	}
 	defer runner.Close()
 	go maintain(ctx, store, clock, log)
-	if cfg.AuditSigningKey != "" {
-		key, err := audit.LoadSigningKey(cfg.AuditSigningKey)
-		if err != nil {
-			return fmt.Errorf("AUDIT_SIGNING_KEY: %w", err)
-		}
-		go digestHourly(ctx, pool, key, clock, log)
+	if signingKey != nil {
+		go digestHourly(ctx, pool, signingKey, clock, log)
 	}
 	mets := metrics.New(metrics.Source{Pool: pool, Projections: ps})
 

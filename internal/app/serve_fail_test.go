@@ -59,3 +59,22 @@ func TestAServeThatCannotListenReportsOnlyThat(t *testing.T) {
 		}
 	}
 }
+
+// An AUDIT_SIGNING_KEY file that cannot be read stops serve before it catches its projections
+// up (minutes on a large store), not after.
+func TestAnUnreadableSigningKeyStopsServeBeforeItsCatchUp(t *testing.T) {
+	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
+		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60,
+		AuditSigningKey: t.TempDir() + "/no-such.key"}
+	var out lockedBuffer
+	log := logrus.New()
+	log.SetOutput(&out)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	err := app.Serve(context.Background(), cfg, log, app.Options{Read: true, Admin: true, Projections: true})
+	if err == nil || !strings.Contains(err.Error(), "AUDIT_SIGNING_KEY") {
+		t.Fatalf("serve with an unreadable signing key: %v", err)
+	}
+	if strings.Contains(out.String(), "projections ready") {
+		t.Errorf("caught its projections up before reading the key:\n%s", out.String())
+	}
+}
