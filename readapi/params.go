@@ -27,8 +27,10 @@ var townAliases = map[string]string{
 }
 
 // ResolveTown turns a town parameter into the canonical slug prefix it is matched by:
-// an alias resolves case-insensitively; any other name is slugified ("Bowling Green" and
-// "bowling-green" give the same slug), so a canonical slug passes through unchanged. ""
+// an alias resolves case-insensitively; a value made only of what a slug holds (a-z, 0-9,
+// '-', in any case) passes through unchanged, so every canonical slug the import accepts
+// works directly ("mount--vernon" too); any other name is slugified ("Bowling Green" gives
+// "bowling-green"). ""
 // (the parameter absent or blank) means any town. A name with no letter or digit a slug
 // can hold ("!!!", "東京") resolves to unmatchableTown: it matches nothing, like any other
 // town the catalog does not have, rather than being dropped and answering every town.
@@ -37,10 +39,23 @@ func ResolveTown(town string) string {
 	if slug, ok := townAliases[key]; ok {
 		return slug
 	}
+	if isSlug(key) {
+		return key
+	}
 	if slug := domain.Slugify(key); slug != "" || key == "" {
 		return slug
 	}
 	return unmatchableTown
+}
+
+// isSlug reports whether s is made only of what a catalog slug holds: a-z, 0-9 and '-'.
+func isSlug(s string) bool {
+	for _, c := range []byte(s) {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // unmatchableTown is a prefix no town slug has: slugs are made of a-z, 0-9 and '-'.

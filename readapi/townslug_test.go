@@ -38,3 +38,27 @@ func TestACanonicalTownSlugOfAnyImportableLengthWorksDirectly(t *testing.T) {
 		}
 	}
 }
+
+// The import takes any slug of a-z, 0-9 and '-', doubled and edge dashes included; such a
+// canonical slug must pass through unchanged too, not be slugified into another town's prefix
+// (hidden gems and events charge for the list they answer).
+func TestACanonicalTownSlugWithDoubledOrEdgeDashesWorksDirectly(t *testing.T) {
+	for _, slug := range []string{"mount--vernon", "-dash-first", "dash-last-"} {
+		t.Run(slug, func(t *testing.T) {
+			s := newProjectedStack(t, []map[string]any{
+				{"record": "town", "slug": slug, "name": "Odd Slug Town"},
+				placeRecord("odd-gem", "Odd Gem", "food.cafe", slug, 37.5, -85.0, 10,
+					map[string]any{"is_gem": true, "local_gem_score": 0.9}),
+				{"record": "event", "event_id": "ev-odd", "title": "Odd Fair", "event_type": "festival",
+					"start_date": "2025-06-20T15:00:00Z", "town_slug": slug},
+			})
+			key := s.key()
+			for _, path := range []string{"/api/data/places", "/api/data/hidden-gems", "/api/data/events"} {
+				r := s.get(key, path+"?town="+url.QueryEscape(slug))
+				if rows, _ := r.rows(t); len(rows) != 1 {
+					t.Errorf("GET %s?town=%s: %d rows, want the town's 1: %s", path, slug, len(rows), r.Body)
+				}
+			}
+		})
+	}
+}
