@@ -495,14 +495,15 @@ func TestBalanceAtReconstructsTheBalanceAtAnInstant(t *testing.T) {
 }
 
 // time.Parse takes instants an answer cannot carry: a UTC year past 9999 or before 0000 (the
-// JSON of a time has four digits), and offsets of ±24:00, which RFC 3339 does not have. Each
+// JSON of a time has four digits), and offsets of ±24:00 or minutes of 60, which RFC 3339
+// does not have. Each
 // is a 400 with its reason, not a 200 with an empty body.
 func TestBalanceAtRefusesInstantsItCouldNotEchoWithAReason(t *testing.T) {
 	f := newFixture(t)
 	acc := f.openAccount("Edge")
 	path := "/admin/accounts/" + acc + "/balance-at?at="
 	for _, bad := range []string{"9999-12-31T23:00:00-05:00", "0000-01-01T00:30:00%2B01:00",
-		"2026-03-01T14:00:00%2B24:00", "2026-03-01T14:00:00-24:00"} {
+		"2026-03-01T14:00:00%2B24:00", "2026-03-01T14:00:00-24:00", "2026-03-01T14:00:00%2B05:60"} {
 		r := f.call("GET", path+bad, "")
 		f.expect(r, 400, "bad_request")
 		if msg, _ := r.body["error"].(string); !strings.HasPrefix(msg, "at: ") {

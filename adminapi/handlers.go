@@ -3,6 +3,7 @@ package adminapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"strconv"
@@ -204,19 +205,17 @@ func parseInstant(raw string) (time.Time, error) {
 	if raw == "" {
 		return time.Time{}, httpx.BadRequest("at is required: an RFC 3339 time such as 2025-01-31T12:00:00Z")
 	}
-	at, err := time.Parse(time.RFC3339Nano, strings.Replace(raw, " ", "+", 1))
-	if err != nil {
-		return time.Time{}, httpx.BadRequest("at must be an RFC 3339 time such as 2025-01-31T12:00:00Z")
-	}
-	// time.Parse takes offsets of ±24:00, which RFC 3339 does not (hours 00 to 23).
-	if _, offset := at.Zone(); offset <= -24*3600 || offset >= 24*3600 {
-		return time.Time{}, httpx.BadRequest("at: the offset must be within ±23:59")
-	}
 	// The answer echoes the instant in UTC, and an RFC 3339 time has a four-digit year: an
 	// instant whose UTC year falls outside 0000–9999 (9999-12-31T23:00:00-05:00) could not
 	// be written back.
-	if y := at.UTC().Year(); y < 0 || y > 9999 {
+	at, err := domain.ParseInstant(strings.Replace(raw, " ", "+", 1))
+	switch {
+	case errors.Is(err, domain.ErrInstantOffset):
+		return time.Time{}, httpx.BadRequest("at: the offset must be within ±23:59")
+	case errors.Is(err, domain.ErrInstantYear):
 		return time.Time{}, httpx.BadRequest("at: in UTC the instant must fall in the years 0000 to 9999")
+	case err != nil:
+		return time.Time{}, httpx.BadRequest("at must be an RFC 3339 time such as 2025-01-31T12:00:00Z")
 	}
 	return at, nil
 }

@@ -1,6 +1,7 @@
 package adminapi_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -147,5 +148,31 @@ func TestGraceUntilIsShownInUTCWhateverTheServersZone(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("the rotated key %v is not among the account's keys", issued["rotated_key_id"])
+	}
+}
+
+// time.Parse takes an offset of ±24:00, which RFC 3339 does not and which encoding/json cannot
+// write back: the import answered 500 (the event could not be stored). It is a bad line,
+// named with its field, and nothing of the batch is applied.
+func TestAnImportDateWithAnOffsetOf24HoursIsABadLine(t *testing.T) {
+	f := newFixture(t)
+	town := `{"record":"town","slug":"berea","name":"Berea"}`
+	for _, c := range []struct{ line, field string }{
+		{`{"record":"event","event_id":"e1","title":"T","start_date":"2026-12-01T10:00:00+24:00"}`, "start_date"},
+		{`{"record":"event","event_id":"e1","title":"T","start_date":"2026-12-01T10:00:00Z","end_date":"2026-12-02T10:00:00-24:00"}`, "end_date"},
+		{`{"record":"place","place_id":"p1","name":"N","category":"c","sources":{"name":[{"source":"a","value":"N","observed_at":"2026-01-01T00:00:00+24:00"}]}}`, "sources.name[0].observed_at"},
+	} {
+		var before int
+		_ = f.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&before)
+		r := f.call("POST", "/admin/catalog/import", town+"\n"+c.line)
+		f.expect(r, 400, "bad_request")
+		if msg, _ := r.body["error"].(string); !strings.Contains(msg, "line 2") || !strings.Contains(msg, `"`+c.field+`"`) {
+			t.Errorf("%s: the error does not name line 2 and field %s: %s", c.line, c.field, r.raw)
+		}
+		var after int
+		_ = f.pool.QueryRow(context.Background(), `SELECT count(*) FROM events`).Scan(&after)
+		if after != before {
+			t.Errorf("%s: a refused batch wrote %d events", c.line, after-before)
+		}
 	}
 }

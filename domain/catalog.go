@@ -1010,14 +1010,17 @@ func (o catalogObject) timestamp(field string) (*time.Time, *catalogFieldError) 
 		}
 		return nil, ferr
 	}
-	t, err := time.Parse(time.RFC3339, *s)
-	if err != nil {
-		return nil, catalogErr(o.name(field), "must be an RFC 3339 date-time such as 2026-05-01T18:00:00Z")
-	}
 	// The read API serves it in UTC, as JSON: 9999-12-31T23:00:00-05:00 is in the year 10000
-	// there, which no JSON time can say (accepted, it stopped the catalog projection for good).
-	if y := t.UTC().Year(); y < 0 || y > 9999 {
+	// there, which no JSON time can say (accepted, it stopped the catalog projection for good);
+	// an offset of +24:00 cannot be stored as JSON at all (accepted, the import answered 500).
+	t, err := ParseInstant(*s)
+	switch {
+	case errors.Is(err, ErrInstantYear):
 		return nil, catalogErr(o.name(field), "must fall in a year from 0000 to 9999 in UTC")
+	case errors.Is(err, ErrInstantOffset):
+		return nil, catalogErr(o.name(field), "must be an RFC 3339 date-time with an offset from -23:59 to +23:59")
+	case err != nil:
+		return nil, catalogErr(o.name(field), "must be an RFC 3339 date-time such as 2026-05-01T18:00:00Z")
 	}
 	return &t, nil
 }
