@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
@@ -98,11 +99,16 @@ func allowedMethods(router *mux.Router, req *http.Request) string {
 }
 
 // pathVar is the route variable name of r, unescaped. A value that does not unescape is
-// returned as sent: it names nothing, so the lookup answers 404.
+// returned as sent: it names nothing, so the lookup answers 404. So does one no id can be
+// (not UTF-8, or holding a NUL, which PostgreSQL would refuse as text: a 400): it is
+// returned as "", which names no account, key or grant.
 func pathVar(r *http.Request, name string) string {
 	v := mux.Vars(r)[name]
 	if u, err := url.PathUnescape(v); err == nil {
-		return u
+		v = u
+	}
+	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return ""
 	}
 	return v
 }

@@ -176,3 +176,17 @@ func TestAnImportDateWithAnOffsetOf24HoursIsABadLine(t *testing.T) {
 		}
 	}
 }
+
+// An id no account, key or grant can have (a NUL, bytes that are not UTF-8) is unknown, as a
+// place id is on the read API: 404, not the 400 PostgreSQL's refusal of the text would give.
+func TestAnIDNoRecordCanHaveIsNotFound(t *testing.T) {
+	f := newFixture(t)
+	acc := f.openAccount("Known")
+	for _, path := range []string{"/admin/accounts/%00", "/admin/accounts/%FF", "/admin/accounts/%FF/ledger",
+		"/admin/accounts/a%00b/balance-at?at=2026-01-01T00:00:00Z", "/admin/bonus-grants/a%00b", "/admin/bonus-grants/%C0%80"} {
+		f.expect(f.call("GET", path, ""), 404, "not_found")
+	}
+	f.expect(f.call("POST", "/admin/accounts/%FF/purchases", `{"amount_cents":500,"payment_ref":"r1"}`), 404, "not_found")
+	f.expect(f.call("POST", "/admin/accounts/"+acc+"/keys/%FF/revoke", ""), 404, "not_found")
+	f.expect(f.call("PUT", "/admin/accounts/%00/rate-limit", `{"requests_per_minute":10}`), 404, "not_found")
+}
