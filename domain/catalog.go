@@ -344,11 +344,13 @@ func catalogSplitLine(text []byte) (string, catalogObject, *catalogFieldError) {
 		return "", top, catalogErr("record", "unknown record kind %q; want town, event or place", *kind)
 	}
 	if raw, ok := top.fields[*kind]; ok && !catalogIsNull(raw) {
+		// Fields in the nested object are reported without the wrapper, as on a flat line
+		// (a field given twice in it too); the wrapper itself, not an object, by its name.
 		nested, ferr := catalogDecodeObject(raw, *kind)
 		if ferr != nil {
+			ferr.field = strings.TrimPrefix(ferr.field, *kind+".")
 			return "", top, ferr
 		}
-		// Fields in the nested object are reported without the wrapper, as on a flat line.
 		nested.path = ""
 		return *kind, nested, nil
 	}

@@ -311,3 +311,20 @@ func TestAnObservationValueNamingAFieldTwiceInOneObjectIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A nested record's fields are named as on a flat line, a field given twice included; the
+// wrapper, when it is not an object, by its own name.
+func TestANestedRecordsFieldsAreNamedAsOnAFlatLine(t *testing.T) {
+	for _, c := range []struct{ line, field string }{
+		{`{"record":"place","place_id":"p1","name":"N","category":"c","name":"M"}`, "name"},
+		{`{"record":"place","place":{"place_id":"p1","name":"N","category":"c","name":"M"}}`, "name"},
+		{`{"record":"place","place":{"place_id":"p1","name":"N","category":"c","rating":"x"}}`, "rating"},
+		{`{"record":"town","town":"berea"}`, "town"},
+	} {
+		_, err := domain.ParseCatalog(strings.NewReader(c.line))
+		var ie *domain.ImportError
+		if !errors.As(err, &ie) || ie.Line != 1 || ie.Field != c.field {
+			t.Errorf("%s: error %v, want line 1 field %q", c.line, err, c.field)
+		}
+	}
+}
