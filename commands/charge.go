@@ -588,6 +588,10 @@ func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, hashes res
 		}
 		return m.claims.has(a.claims, a.day, h)
 	})
+	if errors.Is(err, domain.ErrInsufficientCredits) {
+		p.err = &domain.InsufficientCreditsError{Balance: a.balance}
+		return nil
+	}
 	if err != nil {
 		p.err = err
 		return nil

@@ -28,6 +28,13 @@ var (
 		"it may have been charged — the same request again today is free if it was")
 )
 
+// InsufficientCreditsError is the meter's ErrInsufficientCredits with the balance the request
+// was refused at, which the read API's 402 reports in X-Credits-Remaining.
+type InsufficientCreditsError struct{ Balance int64 }
+
+func (e *InsufficientCreditsError) Error() string { return ErrInsufficientCredits.Error() }
+func (e *InsufficientCreditsError) Unwrap() error { return ErrInsufficientCredits }
+
 // ValidationError is bad input to a command: which field and why.
 type ValidationError struct {
 	Field   string

@@ -55,9 +55,28 @@ func TestAFixedCostCallOneCreditShortIsRefusedWith402AndCostsNothing(t *testing.
 	s := newStack(t)
 	account, key := s.customerWithBalance(9)
 
-	s.get(key, "/api/data/towns").expectError(t, http.StatusPaymentRequired, "insufficient_credits")
+	r := s.get(key, "/api/data/towns")
+	r.expectError(t, http.StatusPaymentRequired, "insufficient_credits")
 	if b := s.balance(account); b != 9 {
 		t.Fatalf("balance %d after 402, want 9", b)
+	}
+	// Every metered answer says the balance, a 402 the one it was refused at.
+	if got := r.Header.Get("X-Credits-Remaining"); got != "9" {
+		t.Errorf("402: X-Credits-Remaining %q, want 9", got)
+	}
+}
+
+// A place detail, and a list none of whose rows could be paid, refused at zero balance carry
+// X-Credits-Remaining: 0, as the spec has every place detail answer carry it.
+func TestA402SaysTheBalanceItWasRefusedAt(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customerWithBalance(0)
+	for _, path := range []string{"/api/data/places/lex-coffee", "/api/data/places?town=lexington&limit=5"} {
+		r := s.get(key, path)
+		r.expectError(t, http.StatusPaymentRequired, "insufficient_credits")
+		if got := r.Header.Get("X-Credits-Remaining"); got != "0" {
+			t.Errorf("GET %s: 402 with X-Credits-Remaining %q, want 0", path, got)
+		}
 	}
 }
 

@@ -234,6 +234,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, me.Error())
 		return
 	}
+	// A 402 says the balance it was refused at, as every metered answer does (docs/api.md).
+	var ic *domain.InsufficientCreditsError
+	if errors.As(err, &ic) {
+		w.Header().Set("X-Credits-Remaining", strconv.FormatInt(ic.Balance, 10))
+	}
 	e := httpx.MapError(err)
 	if e.Status >= 500 && !errors.Is(err, context.Canceled) {
 		s.logger().WithFields(logrus.Fields{
