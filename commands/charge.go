@@ -395,6 +395,11 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 		case a == nil:
 		case fromMemory && !(a.written && (rerr != nil || written[a.no])):
 			a.stale = true
+		case a.written && (rerr != nil || !written[a.no]) && refusedAfterSpending(p.err, a):
+			// Refused against a balance the account's earlier charges in the batch had spent,
+			// and they were not (or may not have been) written: neither the refusal nor the
+			// balance it would report holds. Nothing was charged for it.
+			p.res, p.err = ChargeResult{}, domain.ErrUnavailable
 		case p.err != nil:
 			// A refusal (402, a key revoked) wrote nothing and stands, whatever became of the
 			// account's other charges.
@@ -406,6 +411,13 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 		}
 	}
 	return nil
+}
+
+// refusedAfterSpending tells a 402 decided at a balance below the one the batch found the
+// account at: the batch's earlier charges of the account had spent the difference.
+func refusedAfterSpending(err error, a *batchAccount) bool {
+	var ic *domain.InsufficientCreditsError
+	return errors.As(err, &ic) && ic.Balance != a.balance+a.t.charged
 }
 
 // committed records a committed batch: the accounts kyapi_charge found changed are marked stale;

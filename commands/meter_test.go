@@ -967,3 +967,44 @@ func TestARefusalInALostBatchStandsAndThePaidChargesAreUnavailable(t *testing.T)
 		t.Errorf("ledger %+v; want 5 credits left, nothing charged", l)
 	}
 }
+
+// A charge refused in a batch whose commit was lost was refused against a balance the batch's
+// earlier charges of the account had spent, and those were not written: neither the refusal
+// nor the balance it reports (X-Credits-Remaining) holds, so it is 503 unavailable — nothing
+// was charged. A refusal at the balance the account held before the batch stands.
+func TestA402InALostBatchStandsOnlyAtTheBalanceTheBatchFound(t *testing.T) {
+	var writes atomic.Int32
+	gs := newGatedStack(t, &clock{now: noon}, commands.MeterHooks{BeforeWrite: func(cut func()) {
+		if writes.Add(1) == 2 { // the second batch: the accounts' charges below
+			cut()
+		}
+	}})
+	_, hkey := fundedAccount(t, gs.stack, 0)
+	victim, vkey := fundedAccount(t, gs.stack, 500)
+	vhash := domain.HashKey(vkey.APIKey)
+	_, pkey := fundedAccount(t, gs.stack, 0) // holds nothing
+	phash := domain.HashKey(pkey.APIKey)
+	before := ledgerOf(t, gs.stack, victim).balance
+	all := make([]string, before)
+	for i := range all {
+		all[i] = domain.PlaceResource(fmt.Sprintf("p%d", i))
+	}
+	out := gs.oneBatch(t, domain.HashKey(hkey.APIKey), []chargeReq{
+		{vhash, domain.OpPlaceList, all},                                   // spends the whole balance
+		{vhash, domain.OpPlaceDetail, []string{domain.PlaceResource("x")}}, // refused: nothing left
+		{phash, domain.OpPlaceDetail, []string{domain.PlaceResource("y")}}, // refused at 0, before anything
+	})
+	if !errors.Is(out[0].err, domain.ErrUnavailable) {
+		t.Fatalf("first charge: %+v %v; want unavailable (its commit was lost)", out[0].res, out[0].err)
+	}
+	if l := ledgerOf(t, gs.stack, victim); l.balance != before {
+		t.Fatalf("balance %d, want %d: nothing was written", l.balance, before)
+	}
+	if !errors.Is(out[1].err, domain.ErrUnavailable) {
+		t.Errorf("the charge refused after the lost charges spent the balance: %v; want unavailable", out[1].err)
+	}
+	var ic *domain.InsufficientCreditsError
+	if !errors.As(out[2].err, &ic) || ic.Balance != 0 {
+		t.Errorf("the charge refused at the balance the account held: %v; want 402 at 0", out[2].err)
+	}
+}
