@@ -125,6 +125,8 @@ func TestRedisURLMustBeARedisURL(t *testing.T) {
 		"redis://localhost:6379/0":            true,
 		"redis://:secret@localhost:6379":      true,
 		"rediss://user:secret@redis.example":  true,
+		"unix:///run/redis/redis.sock?db=1":   true,
+		"unix://:secret@/run/redis.sock?db=x": false,
 		"foo":                                 false,
 		"localhost:6379":                      false,
 		"http://localhost:6379":               false,

@@ -161,8 +161,8 @@ func httpURLProblem(u *url.URL, err error) string {
 	return ""
 }
 
-// checkRedisURL checks REDIS_URL as the shared rate limiter will parse it (redis:// or
-// rediss://). The error never repeats a password it holds.
+// checkRedisURL checks REDIS_URL as the shared rate limiter will parse it (redis://,
+// rediss://, or unix:// for a socket). The error never repeats a password it holds.
 func checkRedisURL(v string) error {
 	u, err := url.Parse(v)
 	shown := "(not shown: it does not parse)"
@@ -170,13 +170,13 @@ func checkRedisURL(v string) error {
 		shown = fmt.Sprintf("%q", u.Redacted())
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("REDIS_URL must be a redis:// or rediss:// URL such as redis://localhost:6379/0 (%s), got %s", why, shown)
+		return fmt.Errorf("REDIS_URL must be a redis://, rediss:// or unix:// URL such as redis://localhost:6379/0 (%s), got %s", why, shown)
 	}
 	switch {
 	case err != nil:
 		return bad("it does not parse")
-	case u.Scheme != "redis" && u.Scheme != "rediss":
-		return bad("it needs the scheme redis:// or rediss://")
+	case u.Scheme != "redis" && u.Scheme != "rediss" && u.Scheme != "unix":
+		return bad("it needs the scheme redis://, rediss:// or unix://")
 	}
 	if _, err := redis.ParseURL(v); err != nil {
 		// go-redis names the scheme, database or option it refuses, never the password.
