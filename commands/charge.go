@@ -397,9 +397,15 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 			a.stale = true
 		case a.written && (rerr != nil || !written[a.no]) && refusedAfterSpending(p.err, a):
 			// Refused against a balance the account's earlier charges in the batch had spent,
-			// and they were not (or may not have been) written: neither the refusal nor the
-			// balance it would report holds. Nothing was charged for it.
-			p.res, p.err = ChargeResult{}, domain.ErrUnavailable
+			// and they were not (or may not have been) written. Not written, the account holds
+			// what the batch found: the refusal stands, at that balance, if that balance does
+			// not cover the operation either; otherwise, as when it is not known what was
+			// written, neither the refusal nor a balance can be told. Nothing was charged.
+			if found := a.balance + a.t.charged; rerr == nil && found < p.req.Operation.Cost() {
+				p.res, p.err = ChargeResult{Balance: found}, &domain.InsufficientCreditsError{Balance: found}
+			} else {
+				p.res, p.err = ChargeResult{}, domain.ErrUnavailable
+			}
 		case p.err != nil:
 			// A refusal (402, a key revoked) wrote nothing and stands, whatever became of the
 			// account's other charges.
