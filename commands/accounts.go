@@ -322,17 +322,28 @@ func invisible(r rune) bool {
 	return unicode.IsSpace(r) || unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
+// ValidateReason checks a revoke's or a bonus grant's reason, for every caller (the admin API,
+// the console): at most 500 bytes of UTF-8, no NUL. It goes into the event's JSON payload,
+// which would keep a NUL for good and could not hold other bytes unaltered.
+func ValidateReason(reason string) error {
+	switch {
+	case len(reason) > 500:
+		return &domain.ValidationError{Field: "reason", Message: "at most 500 bytes (UTF-8)"}
+	case !utf8.ValidString(reason):
+		return &domain.ValidationError{Field: "reason", Message: "is not UTF-8 text"}
+	case strings.ContainsRune(reason, 0):
+		return &domain.ValidationError{Field: "reason", Message: "NUL characters (\\u0000) are not allowed"}
+	}
+	return nil
+}
+
 // RevokeKey revokes a key at once. Revoking a revoked key changes nothing and succeeds; a
 // rotated key whose grace has ended is revoked (domain.Key.StateAt), so revoking it changes
 // nothing either. The key's state is read under the account's lock, at the instant the
 // revocation would be recorded.
 func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string, meta eventstore.Metadata) error {
-	if len(reason) > 500 {
-		return &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
-	}
-	if strings.ContainsRune(reason, 0) {
-		// The reason goes only into the event's JSON payload, which would keep it for good.
-		return &domain.ValidationError{Field: "reason", Message: "NUL characters (\\u0000) are not allowed"}
+	if err := ValidateReason(reason); err != nil {
+		return err
 	}
 	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		now, err := h.keyChangeTime(ctx, tx)

@@ -52,8 +52,8 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	if credits <= 0 || credits > MaxBonusCredits {
 		return BonusResult{}, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be between 1 and %d", MaxBonusCredits)}
 	}
-	if len(reason) > 500 {
-		return BonusResult{}, &domain.ValidationError{Field: "reason", Message: "at most 500 characters"}
+	if err := ValidateReason(reason); err != nil {
+		return BonusResult{}, err
 	}
 	// The grant's instant is taken holding keyGrantLock alone: every key change recorded
 	// before it has committed (the chunks see it), and every later one is recorded after it

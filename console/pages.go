@@ -219,9 +219,15 @@ func (s *Server) issuedKeyPage(r *http.Request, sess *session) (result, error) {
 type revokeData struct {
 	Account commands.AccountView
 	Key     commands.KeyView
+	Reason  string // as typed, when a revoke was refused
 }
 
 func (s *Server) revokeConfirm(r *http.Request, _ *session) (result, error) {
+	return s.revokePage(r, "")
+}
+
+// revokePage asks to confirm the revoke of the key in the path, the reason filled in.
+func (s *Server) revokePage(r *http.Request, reason string) (result, error) {
 	vars := mux.Vars(r)
 	acct, err := s.Views.Account(r.Context(), vars["accountId"], s.now())
 	if err != nil {
@@ -229,7 +235,7 @@ func (s *Server) revokeConfirm(r *http.Request, _ *session) (result, error) {
 	}
 	for _, k := range acct.Keys {
 		if k.KeyID == vars["keyId"] {
-			return result{page: "revoke", title: "Revoke key", data: revokeData{Account: acct, Key: k}}, nil
+			return result{page: "revoke", title: "Revoke key", data: revokeData{Account: acct, Key: k, Reason: reason}}, nil
 		}
 	}
 	return result{}, domain.ErrKeyNotFound
@@ -239,6 +245,16 @@ func (s *Server) revokeKey(r *http.Request, _ *session) (result, error) {
 	vars := mux.Vars(r)
 	reason := strings.TrimSpace(r.PostFormValue("reason"))
 	if err := s.Accounts.RevokeKey(r.Context(), vars["accountId"], vars["keyId"], reason, meta(r)); err != nil {
+		// A reason refused comes back to the revoke form, as typed; anything else (an unknown
+		// key, a failure) is the error page.
+		if e := httpx.MapError(err); e.Status == http.StatusBadRequest {
+			res, perr := s.revokePage(r, reason)
+			if perr != nil {
+				return res, perr
+			}
+			res.status = e.Status
+			return res, errors.New(e.Message)
+		}
 		return result{}, err
 	}
 	return result{redirect: "/console/accounts/" + url.PathEscape(vars["accountId"])}, nil
@@ -324,14 +340,19 @@ func paymentRecorded(ref string, p commands.Payment) string {
 		ref, formatCents(p.AmountCents), groupDigits(p.CreditsAdded), p.AccountID, p.RecordedAt.Format("2006-01-02 15:04"))
 }
 
-// accountWithError shows the account page again with the form's input and the error.
+// accountWithError shows the account page again with the form's input and the error. A
+// failure of ours (5xx) goes to render as it is, which logs it and shows only its request id.
 func (s *Server) accountWithError(r *http.Request, dollars, ref string, cause error) (result, error) {
 	res, err := s.account(r, dollars, ref)
 	if err != nil {
 		return res, err
 	}
-	res.status = httpx.MapError(cause).Status
-	return res, errors.New(httpx.MapError(cause).Message)
+	e := httpx.MapError(cause)
+	if e.Status >= 500 {
+		return res, cause
+	}
+	res.status = e.Status
+	return res, errors.New(e.Message)
 }
 
 func (s *Server) purchase(r *http.Request, _ *session) (result, error) {
@@ -408,22 +429,32 @@ func bonusInput(r *http.Request) (bonusData, error) {
 	if err := commands.ValidateReference("outage_id", d.OutageID); err != nil {
 		return d, err
 	}
-	return d, nil
+	return d, commands.ValidateReason(d.Reason)
 }
 
 func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
 	d, err := bonusInput(r)
-	if err != nil {
-		return result{status: http.StatusBadRequest, page: "bonus", title: "Bonus grants", data: d}, errors.New(httpx.MapError(err).Message)
+	var res commands.BonusResult
+	if err == nil {
+		res, err = s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), d.OutageID, d.Credits, d.Reason, meta(r))
 	}
-	res, err := s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), d.OutageID, d.Credits, d.Reason, meta(r))
-	if err != nil {
+	if err == nil && res.Replayed {
+		// Granted before (this form sent twice, or the outage granted meanwhile): this form
+		// added nothing, and the operator is told so, not shown the earlier grant as theirs.
+		err = &domain.ValidationError{Field: "outage_id", Message: fmt.Sprintf(
+			"already has a grant (%s credits to %d accounts, listed below); this form granted nothing", groupDigits(res.Credits), res.Accounts)}
+	}
+	if err != nil && httpx.MapError(err).Status >= 500 {
 		return result{}, err
+	}
+	var gerr error
+	if d.Grants, gerr = s.Accounts.RecentGrants(r.Context(), recentGrants); gerr != nil {
+		return result{}, gerr
+	}
+	if err != nil {
+		return result{status: httpx.MapError(err).Status, page: "bonus", title: "Bonus grants", data: d}, errors.New(httpx.MapError(err).Message)
 	}
 	d.Result = &res
-	if d.Grants, err = s.Accounts.RecentGrants(r.Context(), recentGrants); err != nil {
-		return result{}, err
-	}
 	return result{page: "bonus", title: "Bonus grants", data: d}, nil
 }
 
