@@ -88,7 +88,19 @@ var (
 	dialTimeout   = 5 * time.Second
 	answerTimeout = 30 * time.Second // a bulk of a rebuild's batch answers well within it
 	openTimeout   = 15 * time.Second
+	// retryBackoff is the wait before the nth retry of a request the cluster refused for load
+	// (429) or a gateway's 502–504, and before a bulk's items rejected with 429 are sent again.
+	retryBackoff = func(attempt int) time.Duration { return 100 * time.Millisecond << min(attempt, 6) }
 )
+
+// maxBulkBytes bounds one _bulk request body: Elasticsearch refuses a body over
+// http.max_content_length (100mb by default) with 413, and a batch the catalog accepts can be
+// larger (an import line may hold 1 MiB of description, which JSON can write six times over),
+// so a batch is sent in as many requests as it needs. A variable for the tests.
+var maxBulkBytes = 16 << 20
+
+// bulkRetries is how many times items a bulk answered 429 for are sent again.
+const bulkRetries = 5
 
 // Open connects to the Elasticsearch at url and opens the place index named
 // indexPrefix, creating its checkpoint index and a first generation when absent.
@@ -105,7 +117,16 @@ func Open(ctx context.Context, url string, indexPrefix string) (*Index, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	transport.ResponseHeaderTimeout = answerTimeout
-	es, err := elasticsearch.NewTypedClient(elasticsearch.Config{Addresses: []string{url}, Transport: transport})
+	es, err := elasticsearch.NewTypedClient(elasticsearch.Config{Addresses: []string{url}, Transport: transport,
+		// A cluster refusing for load (429) is asked again after a pause, as Elasticsearch asks;
+		// a request that timed out is not sent again (it would wait answerTimeout once more each
+		// time, and a slow bulk may still be running).
+		RetryOnStatus: []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
+		RetryBackoff:  retryBackoff,
+		RetryOnError: func(_ *http.Request, err error) bool {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("elasticindex: client: %w", err)
 	}
@@ -208,52 +229,108 @@ func (x *Index) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []s
 	return x.storeCheckpoint(ctx, seen, checkpoint)
 }
 
-// bulk applies docs then deletes through target, an alias. require_alias makes
-// Elasticsearch refuse the batch when target is not an alias (its generation was deleted)
-// instead of auto-creating an index of that name with a dynamic mapping. It returns the
-// concrete indexes the operations landed in, as the response names them.
+// bulkOp is one action of a bulk: a document to index, or (doc nil) a place to delete.
+type bulkOp struct {
+	doc      *placeindex.Doc
+	deleteID string
+}
+
+// size bounds the bytes the action takes in a bulk body from above: JSON writes a byte of a
+// string as at most six (\u003c).
+func (o bulkOp) size() int {
+	if o.doc == nil {
+		return 64 + 6*len(o.deleteID)
+	}
+	d := o.doc
+	return 256 + 6*(2*len(d.PlaceID)+len(d.Name)+len(d.Category)+len(d.Description)+len(d.TownSlug))
+}
+
+// bulk applies docs then deletes through target, an alias, in requests of at most
+// maxBulkBytes. require_alias makes Elasticsearch refuse the batch when target is not an alias
+// (its generation was deleted) instead of auto-creating an index of that name with a dynamic
+// mapping. It returns the concrete indexes the operations landed in, as the responses name
+// them. Sending a request again is harmless: documents carry their stream's version.
 func (x *Index) bulk(ctx context.Context, target string, docs []placeindex.Doc, deleteIDs []string, visible bool) ([]string, error) {
-	if len(docs)+len(deleteIDs) == 0 {
-		return nil, nil
-	}
-	req := x.es.Bulk().Index(target).RequireAlias(true)
-	if visible {
-		req.Refresh(refresh.Waitfor)
-	}
-	for _, d := range docs {
-		if d.PlaceID == "" {
+	ops := make([]bulkOp, 0, len(docs)+len(deleteIDs))
+	for i := range docs {
+		if docs[i].PlaceID == "" {
 			return nil, errors.New("elasticindex: upsert: doc without PlaceID")
 		}
-		op := types.IndexOperation{Id_: &d.PlaceID}
-		if d.Version > 0 {
-			// The stream's version as the document's: Elasticsearch keeps the newer one.
-			op.Version, op.VersionType = &d.Version, &versiontype.Externalgte
-		}
-		if err := req.IndexOp(op, toSource(d)); err != nil {
-			return nil, fmt.Errorf("elasticindex: upsert %s: %w", d.PlaceID, err)
-		}
+		ops = append(ops, bulkOp{doc: &docs[i]})
 	}
 	for _, id := range deleteIDs {
-		if err := req.DeleteOp(types.DeleteOperation{Id_: &id}); err != nil {
-			return nil, fmt.Errorf("elasticindex: delete %s: %w", id, err)
-		}
-	}
-	res, err := req.Do(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("elasticindex: bulk into %s: %w", target, err)
-	}
-	if err := bulkError(res); err != nil {
-		return nil, fmt.Errorf("elasticindex: bulk into %s: %w", target, err)
+		ops = append(ops, bulkOp{deleteID: id})
 	}
 	var landed []string
-	for _, item := range res.Items {
-		for _, r := range item {
-			if r.Index_ != "" && !slices.Contains(landed, r.Index_) {
-				landed = append(landed, r.Index_)
-			}
+	for start := 0; start < len(ops); {
+		end, size := start+1, ops[start].size()
+		for end < len(ops) && size+ops[end].size() <= maxBulkBytes {
+			size += ops[end].size()
+			end++
 		}
+		// Waiting for a refresh once, after the last request, makes every earlier one
+		// visible too: a refresh shows everything indexed before it.
+		if err := x.bulkRequest(ctx, target, ops[start:end], visible && end == len(ops), &landed); err != nil {
+			return nil, fmt.Errorf("elasticindex: bulk into %s: %w", target, err)
+		}
+		start = end
 	}
 	return landed, nil
+}
+
+// bulkRequest sends ops in one bulk request, and sends again, after a pause, the items
+// Elasticsearch rejected for load (429: a full write queue, indexing pressure), up to
+// bulkRetries times. Any other failed item is the batch's error.
+func (x *Index) bulkRequest(ctx context.Context, target string, ops []bulkOp, visible bool, landed *[]string) error {
+	for attempt := 0; ; attempt++ {
+		req := x.es.Bulk().Index(target).RequireAlias(true)
+		if visible {
+			req.Refresh(refresh.Waitfor)
+		}
+		for _, o := range ops {
+			if o.doc == nil {
+				if err := req.DeleteOp(types.DeleteOperation{Id_: &o.deleteID}); err != nil {
+					return fmt.Errorf("delete %s: %w", o.deleteID, err)
+				}
+				continue
+			}
+			op := types.IndexOperation{Id_: &o.doc.PlaceID}
+			if o.doc.Version > 0 {
+				// The stream's version as the document's: Elasticsearch keeps the newer one.
+				op.Version, op.VersionType = &o.doc.Version, &versiontype.Externalgte
+			}
+			if err := req.IndexOp(op, toSource(*o.doc)); err != nil {
+				return fmt.Errorf("upsert %s: %w", o.doc.PlaceID, err)
+			}
+		}
+		res, err := req.Do(ctx)
+		if err != nil {
+			return err
+		}
+		last := attempt == bulkRetries
+		if err := bulkError(res, !last); err != nil {
+			return err
+		}
+		var again []bulkOp
+		for i, item := range res.Items {
+			for _, r := range item {
+				if r.Status == http.StatusTooManyRequests && i < len(ops) {
+					again = append(again, ops[i])
+				} else if r.Index_ != "" && !slices.Contains(*landed, r.Index_) {
+					*landed = append(*landed, r.Index_)
+				}
+			}
+		}
+		if len(again) == 0 || last {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(retryBackoff(attempt)):
+		}
+		ops = again
+	}
 }
 
 func (x *Index) storeCheckpoint(ctx context.Context, index, checkpoint string) error {
@@ -266,16 +343,17 @@ func (x *Index) storeCheckpoint(ctx context.Context, index, checkpoint string) e
 
 // bulkError reports the first failed item. Deleting a missing place is not a
 // failure, since re-applying a batch must be harmless; nor is a version conflict
-// on indexing, which means the index already holds a newer version of the place.
+// on indexing, which means the index already holds a newer version of the place;
+// nor, when retrying, an item rejected for load (429), which is sent again.
 // A missing index (no alias to write through) is a failure for deletes too.
-func bulkError(res *bulk.Response) error {
+func bulkError(res *bulk.Response, retrying bool) error {
 	if !res.Errors {
 		return nil
 	}
 	for _, item := range res.Items {
 		for op, r := range item {
 			if r.Error == nil || (op.Name == "delete" && r.Status == http.StatusNotFound && r.Error.Type != "index_not_found_exception") ||
-				(op.Name == "index" && r.Status == http.StatusConflict) {
+				(op.Name == "index" && r.Status == http.StatusConflict) || (retrying && r.Status == http.StatusTooManyRequests) {
 				continue
 			}
 			id := ""
@@ -386,9 +464,10 @@ func wordQuery(word string) types.Query {
 		match("category.words", boostWholeWord),
 		match("description", boostWholeWord),
 	}
-	// Byte length bounds the folded length from above, so no word that
-	// could outgrow the n-grams is left without the prefix fallback.
-	if len(word) > maxGram {
+	// Folding turns a character of n bytes into at most 4n/3 characters (⑽, 3 bytes, is
+	// "(10)"), so no word that could outgrow the n-grams once folded is left without the
+	// prefix fallback.
+	if 4*len(word) > 3*maxGram {
 		for _, field := range []string{"name", "category.words", "description"} {
 			should = append(should, types.Query{MatchBoolPrefix: map[string]types.MatchBoolPrefixQuery{field: {Query: word, Operator: &operator.And}}})
 		}

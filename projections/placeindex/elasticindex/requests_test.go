@@ -22,6 +22,7 @@ type fakeES struct {
 	mu       sync.Mutex
 	requests []string          // "METHOD /path"
 	bodies   map[string]string // last body per "METHOD /path"
+	bulks    []string          // every bulk body, in order
 }
 
 func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -30,6 +31,9 @@ func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, key)
 	f.bodies[key] = string(body)
+	if strings.HasSuffix(r.URL.Path, "/_bulk") {
+		f.bulks = append(f.bulks, string(body))
+	}
 	f.mu.Unlock()
 
 	w.Header().Set("X-Elastic-Product", "Elasticsearch")
