@@ -359,7 +359,13 @@ func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[strin
 	}
 	b.Queue(claimEventsSQL, nos, afterPositions, afterVersions, chunkDays)
 	br := pc.SendBatch(ctx, b)
-	saved, read, err := readClaimRows(br, len(coldNos) > 0)
+	days := make(map[int32]string, len(stale))
+	for _, a := range accounts {
+		if _, ok := stale[a.no]; ok {
+			days[a.no] = a.claimsDay
+		}
+	}
+	saved, read, err := readClaimRows(br, len(coldNos) > 0, days)
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
@@ -380,8 +386,10 @@ func (m *Meter) readClaims(ctx context.Context, pc *pgx.Conn, accounts map[strin
 	return nil
 }
 
-// readClaimRows reads the claim chunks (when queued) and the charges readClaims asked for.
-func readClaimRows(br pgx.BatchResults, chunks bool) (saved, read map[int32][]int64, err error) {
+// readClaimRows reads the claim chunks (when queued) and the charges readClaims asked for,
+// each account's claims of days[no]: a charge of the first store decided on another day (its
+// payload says so) claims nothing on it.
+func readClaimRows(br pgx.BatchResults, chunks bool, days map[int32]string) (saved, read map[int32][]int64, err error) {
 	saved, read = map[int32][]int64{}, map[int32][]int64{}
 	var no int32
 	var raw []byte
@@ -407,6 +415,9 @@ func readClaimRows(br pgx.BatchResults, chunks bool) (saved, read map[int32][]in
 		f, err := domain.DecodeAccountFact(domain.EventRequestCharged, raw)
 		if err != nil {
 			return err
+		}
+		if f.Day != "" && f.Day != days[no] {
+			return nil
 		}
 		for _, r := range f.Paid {
 			read[no] = append(read[no], ResourceHash(r))

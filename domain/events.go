@@ -159,6 +159,10 @@ type AccountFact struct {
 	OmittedUnpaid int
 	Credits       int64 // bought or granted
 	AmountCents   int64 // paid for a purchase
+	// Day is the UTC day a charge of the first store was decided on (its verbose payload's
+	// "day"), which its carried-over time may not say (migration 0005 moved a charge written
+	// after midnight for the day before to the next day); "" for every later event.
+	Day string
 }
 
 // accountEventJSON reads both forms: short names of the compact metered events, long names
@@ -180,6 +184,7 @@ type accountEventJSON struct {
 	BalanceAfter  int64     `json:"balance_after"`
 	Credits       int64     `json:"credits"`
 	AmountCents   int64     `json:"amount_cents"`
+	Day           string    `json:"day"`
 }
 
 // DecodeAccountFact reads an account event's payload.
@@ -214,7 +219,7 @@ func decodeAccountFactJSON(typ string, payload []byte) (AccountFact, error) {
 	}
 	f := AccountFact{Type: typ, KeyNo: j.K, KeyID: j.KeyID, Operation: j.Operation, Paid: j.Paid,
 		Deduplicated: j.Deduplicated, OmittedUnpaid: j.OmittedUnpaid, Credits: j.Credits, AmountCents: j.AmountCents,
-		Ledger: Ledger{CreditsDelta: j.CreditsDelta, BalanceAfter: j.BalanceAfter}}
+		Day: j.Day, Ledger: Ledger{CreditsDelta: j.CreditsDelta, BalanceAfter: j.BalanceAfter}}
 	if j.D != nil || j.B != nil { // the compact form
 		f.Operation, f.Deduplicated, f.OmittedUnpaid = j.Op, j.Dedup, j.Omitted
 		if j.D != nil {
