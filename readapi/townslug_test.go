@@ -12,31 +12,7 @@ import (
 // to 128 characters (domain maxIDLength), so every canonical slug the catalog can hold must be
 // accepted as `town` on the place list, hidden gems and events.
 func TestACanonicalTownSlugOfAnyImportableLengthWorksDirectly(t *testing.T) {
-	slug := "town-" + strings.Repeat("a", 115) // 120 characters: a valid catalog slug
-	s := newProjectedStack(t, []map[string]any{
-		{"record": "town", "slug": slug, "name": "Long Name Town"},
-		placeRecord("long-town-gem", "Long Town Gem", "food.cafe", slug, 37.5, -85.0, 10,
-			map[string]any{"is_gem": true, "local_gem_score": 0.9}),
-		{"record": "event", "event_id": "ev-long", "title": "Long Town Fair", "event_type": "festival",
-			"start_date": "2025-06-20T15:00:00Z", "town_slug": slug},
-	})
-	key := s.key()
-	q := url.QueryEscape(slug)
-	for _, path := range []string{
-		"/api/data/places?town=" + q,
-		"/api/data/hidden-gems?town=" + q,
-		"/api/data/events?town=" + q,
-	} {
-		r := s.unchecked(http.MethodGet, key, path)
-		if r.Status != http.StatusOK {
-			t.Errorf("GET %s (a canonical slug of %d characters): status %d, want 200: %s", path[:strings.Index(path, "?")], len(slug), r.Status, r.Body)
-			continue
-		}
-		rows, _ := r.rows(t)
-		if len(rows) != 1 {
-			t.Errorf("GET %s: %d rows, want the town's 1: %s", path[:strings.Index(path, "?")], len(rows), r.Body)
-		}
-	}
+	townSlugWorksDirectly(t, "town-"+strings.Repeat("a", 115)) // 120 characters: a valid catalog slug
 }
 
 // The import takes any slug of a-z, 0-9 and '-', doubled and edge dashes included; such a
@@ -44,21 +20,30 @@ func TestACanonicalTownSlugOfAnyImportableLengthWorksDirectly(t *testing.T) {
 // (hidden gems and events charge for the list they answer).
 func TestACanonicalTownSlugWithDoubledOrEdgeDashesWorksDirectly(t *testing.T) {
 	for _, slug := range []string{"mount--vernon", "-dash-first", "dash-last-"} {
-		t.Run(slug, func(t *testing.T) {
-			s := newProjectedStack(t, []map[string]any{
-				{"record": "town", "slug": slug, "name": "Odd Slug Town"},
-				placeRecord("odd-gem", "Odd Gem", "food.cafe", slug, 37.5, -85.0, 10,
-					map[string]any{"is_gem": true, "local_gem_score": 0.9}),
-				{"record": "event", "event_id": "ev-odd", "title": "Odd Fair", "event_type": "festival",
-					"start_date": "2025-06-20T15:00:00Z", "town_slug": slug},
-			})
-			key := s.key()
-			for _, path := range []string{"/api/data/places", "/api/data/hidden-gems", "/api/data/events"} {
-				r := s.get(key, path+"?town="+url.QueryEscape(slug))
-				if rows, _ := r.rows(t); len(rows) != 1 {
-					t.Errorf("GET %s?town=%s: %d rows, want the town's 1: %s", path, slug, len(rows), r.Body)
-				}
-			}
-		})
+		t.Run(slug, func(t *testing.T) { townSlugWorksDirectly(t, slug) })
+	}
+}
+
+// townSlugWorksDirectly imports a town of slug with a place and an event, and asks for them
+// with the slug as `town`: each route answers its one row.
+func townSlugWorksDirectly(t *testing.T, slug string) {
+	t.Helper()
+	s := newProjectedStack(t, []map[string]any{
+		{"record": "town", "slug": slug, "name": "Odd Slug Town"},
+		placeRecord("odd-gem", "Odd Gem", "food.cafe", slug, 37.5, -85.0, 10,
+			map[string]any{"is_gem": true, "local_gem_score": 0.9}),
+		{"record": "event", "event_id": "ev-odd", "title": "Odd Fair", "event_type": "festival",
+			"start_date": "2025-06-20T15:00:00Z", "town_slug": slug},
+	})
+	key := s.key()
+	for _, path := range []string{"/api/data/places", "/api/data/hidden-gems", "/api/data/events"} {
+		r := s.unchecked(http.MethodGet, key, path+"?town="+url.QueryEscape(slug))
+		if r.Status != http.StatusOK {
+			t.Errorf("GET %s (a canonical slug of %d characters): status %d, want 200: %s", path, len(slug), r.Status, r.Body)
+			continue
+		}
+		if rows, _ := r.rows(t); len(rows) != 1 {
+			t.Errorf("GET %s?town=%s: %d rows, want the town's 1: %s", path, slug, len(rows), r.Body)
+		}
 	}
 }

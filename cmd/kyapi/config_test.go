@@ -92,8 +92,7 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 // ELASTICSEARCH_URL is checked with the rest of the configuration, naming the variable, and
 // the error never shows a password the value holds.
 func TestElasticsearchURLMustBeAnHTTPURL(t *testing.T) {
-	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
-	for value, ok := range map[string]bool{
+	checkURLVariable(t, "ELASTICSEARCH_URL", map[string]bool{
 		"http://localhost:9200":                true,
 		"https://user:secret@es.example.com":   true,
 		"https://es.example.com:9243/prefix":   true,
@@ -103,25 +102,13 @@ func TestElasticsearchURLMustBeAnHTTPURL(t *testing.T) {
 		"http://":                              false,
 		"https://user:secret@:9200":            false,
 		"http://user:secret@es example.com/%z": false,
-	} {
-		t.Setenv("ELASTICSEARCH_URL", value)
-		_, err := app.LoadConfig()
-		switch {
-		case ok && err != nil:
-			t.Errorf("ELASTICSEARCH_URL=%q: %v", value, err)
-		case !ok && (err == nil || !strings.Contains(err.Error(), "ELASTICSEARCH_URL")):
-			t.Errorf("ELASTICSEARCH_URL=%q: %v; want an error naming the variable", value, err)
-		case !ok && strings.Contains(err.Error(), "secret"):
-			t.Errorf("ELASTICSEARCH_URL=%q: the error shows the password: %v", value, err)
-		}
-	}
+	})
 }
 
 // REDIS_URL is checked with the rest of the configuration, not once serve has caught up its
 // projections, naming the variable, and the error never shows a password the value holds.
 func TestRedisURLMustBeARedisURL(t *testing.T) {
-	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
-	for value, ok := range map[string]bool{
+	checkURLVariable(t, "REDIS_URL", map[string]bool{
 		"redis://localhost:6379/0":            true,
 		"redis://:secret@localhost:6379":      true,
 		"rediss://user:secret@redis.example":  true,
@@ -133,16 +120,24 @@ func TestRedisURLMustBeARedisURL(t *testing.T) {
 		"redis://localhost:6379/x":            false,
 		"redis://:secret@localhost:6379/%zz":  false,
 		"redis://user:secret@local host:6379": false,
-	} {
-		t.Setenv("REDIS_URL", value)
+	})
+}
+
+// checkURLVariable sets the variable name to each value: LoadConfig accepts it (true) or
+// refuses it naming the variable and without the password "secret" the value holds (false).
+func checkURLVariable(t *testing.T, name string, values map[string]bool) {
+	t.Helper()
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for value, ok := range values {
+		t.Setenv(name, value)
 		_, err := app.LoadConfig()
 		switch {
 		case ok && err != nil:
-			t.Errorf("REDIS_URL=%q: %v", value, err)
-		case !ok && (err == nil || !strings.Contains(err.Error(), "REDIS_URL")):
-			t.Errorf("REDIS_URL=%q: %v; want an error naming the variable", value, err)
+			t.Errorf("%s=%q: %v", name, value, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), name)):
+			t.Errorf("%s=%q: %v; want an error naming the variable", name, value, err)
 		case !ok && strings.Contains(err.Error(), "secret"):
-			t.Errorf("REDIS_URL=%q: the error shows the password: %v", value, err)
+			t.Errorf("%s=%q: the error shows the password: %v", name, value, err)
 		}
 	}
 }
