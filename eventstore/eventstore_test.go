@@ -362,7 +362,11 @@ func TestStreamPagesTileTheWholeStreamWithoutGapOrRepeat(t *testing.T) {
 	var versions []int64
 	after := int64(0)
 	for {
-		page, err := eventstore.ReadStreamPage(ctx, store.Pool, "mine", after, 7)
+		var page []eventstore.Event
+		err := eventstore.ReadSnapshot(ctx, store.Pool, func(tx pgx.Tx) (err error) {
+			page, err = eventstore.ReadStreamPage(ctx, tx, "mine", after, 7)
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

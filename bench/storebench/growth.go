@@ -360,29 +360,49 @@ func runAudit(ctx context.Context, kyapi string) auditRun {
 func explainReads(ctx context.Context, pool *pgxpool.Pool, id string, at time.Time, lastAfter int64) map[string]string {
 	stream := domain.AccountStream(id)
 	queries := map[string]struct {
-		sql  string
-		args []any
+		settings, sql string
+		args          []any
 	}{
-		"ledger_first":     {eventstore.StreamPageSQL, []any{stream, int64(0), 100}},
-		"ledger_last":      {eventstore.StreamPageSQL, []any{stream, lastAfter, 100}},
-		"balance_at_early": {eventstore.LastAtSQL, []any{stream, at, int64(math.MaxInt64)}},
+		"ledger_first":     {eventstore.StreamPageSettings, eventstore.StreamPageSQL, []any{stream, int64(0), 100}},
+		"ledger_last":      {eventstore.StreamPageSettings, eventstore.StreamPageSQL, []any{stream, lastAfter, 100}},
+		"balance_at_early": {"", eventstore.LastAtSQL, []any{stream, at, int64(math.MaxInt64)}},
 	}
 	out := map[string]string{}
 	for name, q := range queries {
-		rows, err := pool.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) `+q.sql, q.args...)
+		lines, err := explain(ctx, pool, q.settings, q.sql, q.args)
 		if err != nil {
 			out[name] = err.Error()
 			continue
 		}
-		var lines []string
-		for rows.Next() {
-			var l string
-			if rows.Scan(&l) == nil {
-				lines = append(lines, l)
-			}
-		}
-		rows.Close()
 		out[name] = strings.Join(lines, "\n")
 	}
 	return out
+}
+
+// explain is EXPLAIN ANALYZE of sql in a transaction that applies settings first, as the
+// statement's reader does.
+func explain(ctx context.Context, pool *pgxpool.Pool, settings, sql string, args []any) ([]string, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if settings != "" {
+		if _, err := tx.Exec(ctx, settings); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) `+sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	for rows.Next() {
+		var l string
+		if rows.Scan(&l) == nil {
+			lines = append(lines, l)
+		}
+	}
+	rows.Close()
+	return lines, rows.Err()
 }
