@@ -80,7 +80,7 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Allow", allowedMethods(r, req))
 		httpx.WriteError(w, http.StatusMethodNotAllowed, httpx.CodeBadRequest, "method "+req.Method+" is not allowed on this route")
 	})))
-	return httpx.RequestID(r)
+	return httpx.AnswerInFull(httpx.RequestID(r))
 }
 
 // allowedMethods lists the methods router has a route for at req's path, for a 405's Allow

@@ -48,7 +48,8 @@ type fixture struct {
 	srv   *httptest.Server
 }
 
-func newFixture(t *testing.T) *fixture {
+// newFixture serves the admin API on a test server; each option sets up its http.Server.
+func newFixture(t *testing.T, options ...func(*http.Server)) *fixture {
 	t.Helper()
 	pool := pgtest.NewPool(t)
 	clk := &clock{t: t0}
@@ -66,7 +67,11 @@ func newFixture(t *testing.T) *fixture {
 		Log:   logger,
 		Clock: clk.Now,
 	}
-	srv := httptest.NewServer(s.Handler())
+	srv := httptest.NewUnstartedServer(s.Handler())
+	for _, o := range options {
+		o(srv.Config)
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return &fixture{t: t, pool: pool, clock: clk, srv: srv}
 }

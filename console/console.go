@@ -112,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 		s.render(w, r, nil, result{status: http.StatusMethodNotAllowed, page: "error", title: "Not allowed"},
 			errors.New("method "+r.Method+" is not allowed here"))
 	})))
-	return httpx.RequestID(r)
+	return httpx.AnswerInFull(httpx.RequestID(r))
 }
 
 // securityHeaders keep the console out of frames and caches, and allow only its own script

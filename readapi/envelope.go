@@ -90,12 +90,9 @@ func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 // write deadline starts again once the charge is decided.
 func (s *Server) charge(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
 	res, err := s.Meter.Charge(r.Context(), commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWriteTimeout)) // not every writer has one
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpx.AnswerWriteTimeout)) // not every writer has one
 	return res, err
 }
-
-// answerWriteTimeout bounds the writing of an answer once its charge is decided.
-const answerWriteTimeout = 30 * time.Second
 
 // writeMetered is the one place that builds meta and writes a metered success.
 func writeMetered(w http.ResponseWriter, op domain.Operation, res commands.ChargeResult, data any, count *int) error {

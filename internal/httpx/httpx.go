@@ -342,3 +342,36 @@ func LimitBody(n int64) func(http.Handler) http.Handler {
 		})
 	}
 }
+
+// AnswerWriteTimeout bounds the writing of an answer, from when it starts to be written.
+const AnswerWriteTimeout = 30 * time.Second
+
+// AnswerInFull gives every answer of next the whole AnswerWriteTimeout from when it starts to
+// be written, and each later write of it as long again. net/http's WriteTimeout runs from when
+// the request was read: work that outlasted it (a 64 MiB catalog import, a purchase waiting on
+// an account's lock) was done, committed, and its answer cut off, so the caller saw an empty
+// reply and could not tell what happened. A long streamed answer (ledger.csv) is bounded per
+// write, not in total; a client that stops reading is still cut off.
+func AnswerInFull(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&freshDeadline{ResponseWriter: w, rc: http.NewResponseController(w)}, r)
+	})
+}
+
+type freshDeadline struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func (f *freshDeadline) WriteHeader(status int) {
+	_ = f.rc.SetWriteDeadline(time.Now().Add(AnswerWriteTimeout)) // not every writer has one
+	f.ResponseWriter.WriteHeader(status)
+}
+
+func (f *freshDeadline) Write(b []byte) (int, error) {
+	_ = f.rc.SetWriteDeadline(time.Now().Add(AnswerWriteTimeout))
+	return f.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (f *freshDeadline) Unwrap() http.ResponseWriter { return f.ResponseWriter }
