@@ -30,9 +30,14 @@ type ImportResult struct {
 	Updated int `json:"updated"`
 }
 
-// catalogWriteChunk is the number of events per append statement: large enough to keep round
-// trips few, small enough to keep each statement's parameters a few megabytes.
+// catalogWriteChunk is the most events per append statement: large enough to keep round trips
+// few. catalogWriteBytes bounds the statement's payloads too: an import line may hold 1 MiB,
+// and 2,000 of them would be a message PostgreSQL cannot take (over 1 GiB: `kyapi import`
+// of a file within every documented limit failed with "message body too large"). A variable
+// for the tests.
 const catalogWriteChunk = 2000
+
+var catalogWriteBytes = 64 << 20
 
 // catalogAppend is one record's event, ready to append.
 type catalogAppend struct {
@@ -126,9 +131,13 @@ func (h ImportCatalog) write(ctx context.Context, tx pgx.Tx, cat domain.Catalog,
 	if err != nil {
 		return ImportResult{}, err
 	}
-	for start := 0; start < len(appends); start += catalogWriteChunk {
+	for start, end := 0, 0; start < len(appends); start = end {
+		for size := 0; end < len(appends) && end-start < catalogWriteChunk &&
+			(end == start || size+len(appends[end].payload) <= catalogWriteBytes); end++ {
+			size += len(appends[end].payload)
+		}
 		var b eventstore.Batch
-		for _, a := range appends[start:min(start+catalogWriteChunk, len(appends))] {
+		for _, a := range appends[start:end] {
 			head := heads[a.stream]
 			if head.Version == 0 {
 				res.Created++

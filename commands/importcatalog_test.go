@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/demodata"
 	"github.com/kyapi/kyapi/domain"
@@ -269,5 +270,38 @@ func TestAMultiFileImportAndAnAdminImportOfTheSameRecordsBothLand(t *testing.T) 
 	}
 	if err := <-admin; err != nil {
 		t.Errorf("admin import: %v", err)
+	}
+}
+
+// Statements are bounded by their payloads' bytes as well as by their events: lines of 1 MiB
+// (the most an import line holds) by the thousand made one statement over the 1 GiB a
+// PostgreSQL message can carry. Here the bound is a few kilobytes, so the demo catalog is
+// written in hundreds of statements, and lands whole, each stream chained, as in one.
+func TestAnImportIsWrittenInStatementsBoundedByBytes(t *testing.T) {
+	defer commands.SetCatalogWriteBytes(4 << 10)()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	data, stats := catalogDemo(t, 300)
+	for round, want := range []commands.ImportResult{
+		{Towns: stats.Towns, Places: stats.Places, Events: stats.Events, Created: stats.Towns + stats.Places + stats.Events},
+		{Towns: stats.Towns, Places: stats.Places, Events: stats.Events, Updated: stats.Towns + stats.Places + stats.Events},
+	} {
+		res, err := catalogImporter(pool).Handle(ctx, bytes.NewReader(data), eventstore.Metadata{Actor: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res != want {
+			t.Fatalf("import %d: %+v, want %+v", round+1, res, want)
+		}
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM events`); n != 2*(stats.Towns+stats.Places+stats.Events) {
+		t.Fatalf("%d events, want two per record", n)
+	}
+	if n := catalogCount(t, pool, `SELECT count(*) FROM streams WHERE version <> 2`); n != 0 {
+		t.Fatalf("%d streams not at version 2", n)
+	}
+	rep, err := audit.Run(ctx, pool, audit.Options{})
+	if err != nil || len(rep.Differences) != 0 {
+		t.Fatalf("audit: %+v, %v", rep, err)
 	}
 }
