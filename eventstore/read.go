@@ -53,7 +53,9 @@ const StreamPageSettings = `SET LOCAL enable_sort = off`
 
 // ReadStreamPage returns up to limit events of one stream whose position is after the given
 // one, in order. Within a stream, position order is version order, and the stream index holds
-// (stream, position): any page costs one index descent, the first and the last alike.
+// (stream, position): any page costs one index descent per partition of the store, the first
+// and the last alike. tx is the transaction the page is read in: StreamPageSettings hold for
+// the rest of it.
 func ReadStreamPage(ctx context.Context, tx pgx.Tx, streamID string, afterPosition int64, limit int) ([]Event, error) {
 	if _, err := tx.Exec(ctx, StreamPageSettings); err != nil {
 		return nil, err

@@ -5,8 +5,9 @@ package elasticindex
 // Words are runs of letters and digits (so "food.restaurant.bbq" is three
 // words), lowercased and folded to ASCII. Every text field has a ".grams"
 // subfield of edge n-grams of its words, so a query word is a plain term
-// lookup that matches any word it prefixes; words longer than maxGram fall
-// back to match_bool_prefix on the whole-word fields.
+// lookup that matches any word it prefixes; words that may fold to more than
+// maxGram characters (wordQuery) also try match_bool_prefix on the whole-word
+// fields.
 //
 // Every document the catalog accepts must be indexable, or its bulk fails and
 // the projection retries it for ever: Lucene refuses any term over 32,766 bytes,
