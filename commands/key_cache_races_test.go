@@ -82,6 +82,17 @@ func TestGraceEndsExactlyAtGraceUntil(t *testing.T) {
 		t.Fatalf("%+v %v", second, err)
 	}
 	T := *second.GraceUntil
+	// B learns of the rotation by notification (a charge under the lock would refuse the key
+	// meanwhile); on a loaded machine it may take a moment: wait for it, so that what follows
+	// tests the instant T, not the notification's delivery.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := b.meter.Keys().Authenticate(ctx, hash, T.Add(time.Hour)); errors.Is(err, domain.ErrKeyRevoked) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("B never learned that the key was rotated")
+		}
+	}
 	clk.mu.Lock()
 	clk.now = T.Add(-time.Microsecond)
 	clk.mu.Unlock()
