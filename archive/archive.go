@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -249,6 +250,11 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 	if err := f.Close(); err != nil {
 		return res, err
 	}
+	// The file's name too: a new file's directory entry is durable only once its directory
+	// is synced, and the range it holds is about to leave the store.
+	if err := syncDir(filepath.Dir(opts.File)); err != nil {
+		return res, fmt.Errorf("archive: sync the directory of %s: %w", opts.File, err)
+	}
 
 	// The file is safe on disk: drop the range, if nothing changed meanwhile.
 	abs, _ := filepath.Abs(opts.File)
@@ -390,3 +396,17 @@ func (f *folding) end() (eventstore.Boundary, *streamJSON, error) {
 }
 
 func hexDigest(d [32]byte) string { return hex.EncodeToString(d[:]) }
+
+// syncDir makes the entries of directory dir durable. Where the file system cannot sync a
+// directory (EINVAL), nothing more can be done, and the archive goes on.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
