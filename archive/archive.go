@@ -48,6 +48,10 @@ type Options struct {
 	Projections []string
 	// LockWait bounds the wait for the events table (default 10 s).
 	LockWait time.Duration
+
+	// commitAnswer, for the tests, stands in for the answer to the drop's COMMIT once it was
+	// sent: a connection cut after the server committed answers an error.
+	commitAnswer func(error) error
 }
 
 // Result describes an archived or restored range.
@@ -258,7 +262,7 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 
 	// The file is safe on disk: drop the range, if nothing changed meanwhile.
 	abs, _ := filepath.Abs(opts.File)
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	err = dropRange(ctx, pool, opts, func(tx pgx.Tx) error {
 		if err := eventstore.LockForArchive(ctx, tx, opts.LockWait); err != nil {
 			return fmt.Errorf("archive: lock the events table: %w (try again when it is less busy)", err)
 		}
@@ -282,11 +286,71 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 		return eventstore.DetachArchived(ctx, tx, eventstore.Archive{From: res.From, To: res.To, Events: res.Events,
 			Last: sum.Last, SHA256: res.SHA256, FileName: abs}, parts, ends)
 	})
+	var sent *commitSent
+	if errors.As(err, &sent) {
+		// The COMMIT was sent and its answer is an error: the server may have committed (a
+		// connection cut after it did; a cancel during a synchronous standby's wait). The file
+		// is then the only copy of the range, so it goes only if the store says the drop did not
+		// happen.
+		switch recorded, cerr := archiveRecorded(pool, res.From, res.SHA256); {
+		case cerr != nil:
+			committed = true // keep the file
+			return res, fmt.Errorf("archive: the outcome of the drop is unknown (%v, then %v): %s was kept; "+
+				"if kyapi archive -list shows the range from %d archived, the file is its archive, else delete it", sent.err, cerr, opts.File, res.From)
+		case recorded:
+			err = nil
+		default:
+			err = sent.err
+		}
+	}
 	if err != nil {
 		return res, err
 	}
 	committed = true
 	return res, nil
+}
+
+// commitSent is the error of a COMMIT that was sent: the server may have committed.
+type commitSent struct{ err error }
+
+func (e *commitSent) Error() string { return e.err.Error() }
+func (e *commitSent) Unwrap() error { return e.err }
+
+// dropRange runs work in a transaction and commits it. A failure of the COMMIT itself is a
+// *commitSent: whether the server committed is not known from it.
+func dropRange(ctx context.Context, pool *pgxpool.Pool, opts Options, work func(pgx.Tx) error) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := work(tx); err != nil {
+		_ = tx.Rollback(ctx)
+		return err
+	}
+	err = tx.Commit(ctx)
+	if opts.commitAnswer != nil {
+		err = opts.commitAnswer(err)
+	}
+	if err != nil {
+		return &commitSent{err}
+	}
+	return nil
+}
+
+// archiveRecorded tells whether the store records the archive of the range from from with the
+// file's checksum, whatever became of the caller's context. It reads once the drop's
+// transaction has ended (ReadSnapshot waits for the archive gate that transaction holds): a
+// commit still waiting for a synchronous standby is committed locally, yet not visible until
+// then. Past 15 s it answers an error.
+func archiveRecorded(pool *pgxpool.Pool, from int64, sum [32]byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var recorded bool
+	err := eventstore.ReadSnapshot(ctx, pool, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM event_archives WHERE from_position = $1 AND sha256 = $2)`,
+			from, sum[:]).Scan(&recorded)
+	})
+	return recorded, err
 }
 
 // folding is one stream being read from the store or from a file: its chain and, for an
