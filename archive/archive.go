@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/durable"
 )
 
 // ErrRefused is wrapped by every refusal: nothing was changed, and the error says why.
@@ -256,7 +256,7 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 	}
 	// The file's name too: a new file's directory entry is durable only once its directory
 	// is synced, and the range it holds is about to leave the store.
-	if err := syncDir(filepath.Dir(opts.File)); err != nil {
+	if err := durable.SyncDir(filepath.Dir(opts.File)); err != nil {
 		return res, fmt.Errorf("archive: sync the directory of %s: %w", opts.File, err)
 	}
 
@@ -460,17 +460,3 @@ func (f *folding) end() (eventstore.Boundary, *streamJSON, error) {
 }
 
 func hexDigest(d [32]byte) string { return hex.EncodeToString(d[:]) }
-
-// syncDir makes the entries of directory dir durable. Where the file system cannot sync a
-// directory (EINVAL), nothing more can be done, and the archive goes on.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
-}

@@ -20,6 +20,7 @@ import (
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/app"
+	"github.com/kyapi/kyapi/internal/durable"
 	"github.com/kyapi/kyapi/projections"
 )
 
@@ -316,7 +317,9 @@ func runDigest(ctx context.Context, args []string) error {
 		_, err = os.Stdout.Write(doc)
 		return err
 	}
-	if err := os.WriteFile(*out, doc, 0o644); err != nil {
+	// Whole or not at all: a digest an auditor already keeps under that name is replaced only
+	// by a complete one.
+	if err := durable.WriteFile(*out, doc, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "digest of %d streams, %d events up to position %d: root %s, written to %s\n", d.Streams, d.Events, d.Position, d.Root, *out)

@@ -24,6 +24,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/kyapi/kyapi/internal/durable"
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
@@ -533,38 +534,10 @@ func readCurrent(dir string) (string, error) {
 // writeCurrent replaces CURRENT atomically: write a temporary file, sync it,
 // rename it over the old one and sync the directory.
 func writeCurrent(dir, name string) error {
-	tmp := filepath.Join(dir, currentFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
-		return fmt.Errorf("bleveindex: %w", err)
-	}
-	_, err = f.WriteString(name + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, currentFile))
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := durable.WriteFile(filepath.Join(dir, currentFile), []byte(name+"\n"), 0o644); err != nil {
 		return fmt.Errorf("bleveindex: writing %s: %w", currentFile, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func removeOtherGenerations(dir, keep string) error {
