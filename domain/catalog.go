@@ -717,10 +717,7 @@ func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFie
 	return out, nil
 }
 
-var (
-	catalogIDPattern   = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
-	catalogSlugPattern = regexp.MustCompile(`^[a-z0-9-]+$`)
-)
+var catalogIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)
 
 func catalogCheckID(field, id string) *catalogFieldError {
 	if len(id) > maxIDLength || !catalogIDPattern.MatchString(id) {
@@ -737,7 +734,7 @@ func catalogCheckName(field, name string) *catalogFieldError {
 }
 
 func catalogCheckSlug(field, slug string) *catalogFieldError {
-	if len(slug) > maxIDLength || !catalogSlugPattern.MatchString(slug) {
+	if len(slug) > maxIDLength || !IsSlug(slug) {
 		return catalogErr(field, "must be 1 to %d characters of a-z, 0-9 or '-'", maxIDLength)
 	}
 	return nil

@@ -39,23 +39,13 @@ func ResolveTown(town string) string {
 	if slug, ok := townAliases[key]; ok {
 		return slug
 	}
-	if isSlug(key) {
+	if domain.IsSlug(key) {
 		return key
 	}
 	if slug := domain.Slugify(key); slug != "" || key == "" {
 		return slug
 	}
 	return unmatchableTown
-}
-
-// isSlug reports whether s is made only of what a catalog slug holds: a-z, 0-9 and '-'.
-func isSlug(s string) bool {
-	for _, c := range []byte(s) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // unmatchableTown is a prefix no town slug has: slugs are made of a-z, 0-9 and '-'.
