@@ -133,11 +133,7 @@ func canonicalBaseURL(v string) (string, error) {
 // checkElasticsearchURL checks ELASTICSEARCH_URL: an http or https URL with a host (and
 // optionally credentials and a path). The error never repeats a password it holds.
 func checkElasticsearchURL(v string) error {
-	u, err := url.Parse(v)
-	shown := "(not shown: it does not parse)"
-	if err == nil {
-		shown = fmt.Sprintf("%q", u.Redacted())
-	}
+	u, shown, err := parseRedacted(v)
 	bad := func(why string) error {
 		return fmt.Errorf("ELASTICSEARCH_URL must be an http or https URL such as http://localhost:9200 (%s), got %s", why, shown)
 	}
@@ -145,6 +141,15 @@ func checkElasticsearchURL(v string) error {
 		return bad(why)
 	}
 	return nil
+}
+
+// parseRedacted parses a URL setting and says how an error may show it: quoted, its password
+// replaced, or not at all when it does not parse (url.Parse's error would repeat it whole).
+func parseRedacted(v string) (u *url.URL, shown string, err error) {
+	if u, err = url.Parse(v); err != nil {
+		return u, "(not shown: it does not parse)", err
+	}
+	return u, fmt.Sprintf("%q", u.Redacted()), nil
 }
 
 // httpURLProblem says what keeps a parsed URL (and its parse error) from being an absolute
@@ -164,11 +169,7 @@ func httpURLProblem(u *url.URL, err error) string {
 // checkRedisURL checks REDIS_URL as the shared rate limiter will parse it (redis://,
 // rediss://, or unix:// for a socket). The error never repeats a password it holds.
 func checkRedisURL(v string) error {
-	u, err := url.Parse(v)
-	shown := "(not shown: it does not parse)"
-	if err == nil {
-		shown = fmt.Sprintf("%q", u.Redacted())
-	}
+	u, shown, err := parseRedacted(v)
 	bad := func(why string) error {
 		return fmt.Errorf("REDIS_URL must be a redis://, rediss:// or unix:// URL such as redis://localhost:6379/0 (%s), got %s", why, shown)
 	}
