@@ -14,7 +14,11 @@ import (
 
 // statement sums an account's facts over UTC days [from, to).
 func (s *Server) statement(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := httpx.Query(r, "from", "to")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	from, err := parseDay(q.Get("from"), "from")
 	if err != nil {
 		s.fail(w, r, err)
@@ -58,7 +62,12 @@ const ledgerPage = 1000
 // it silently, so the client sees a broken transfer.
 func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
 	accountID := pathVar(r, "accountId")
-	after, err := queryInt(r.URL.Query().Get("after"), "after", 0, 0, math.MaxInt64)
+	q, err := httpx.Query(r, "after")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	after, err := queryInt(q.Get("after"), "after", 0, 0, math.MaxInt64)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -84,6 +93,7 @@ func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	out := csv.NewWriter(w)
 	_ = out.Write([]string{"position", "version", "type", "recorded_at", "credits_delta", "balance_after", "payload"})
+	out.Flush() // an export with nothing after `after` is still a CSV: its header row
 	rc := http.NewResponseController(w)
 	entries := first.Entries
 	for done := after >= head; !done; entries = nil {

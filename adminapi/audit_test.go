@@ -176,3 +176,46 @@ func TestTheNewestDigestIsServedAnd404BeforeAny(t *testing.T) {
 		t.Fatalf("served %+v, want the newest digest", d)
 	}
 }
+
+// An export resumed at the newest position (nothing new since) is still a CSV: its header
+// row and no entry, not an empty body.
+func TestALedgerCSVResumedAtItsNewestPositionIsItsHeaderRow(t *testing.T) {
+	f := newFixture(t)
+	acc := f.openAccount("Resumed")
+	f.call("POST", "/admin/accounts/"+acc+"/purchases", `{"amount_cents":500,"payment_ref":"csv-resume"}`)
+	_, whole := f.getRaw("/admin/accounts/" + acc + "/ledger.csv")
+	lines := strings.Split(strings.TrimSpace(whole), "\n")
+	last, _, _ := strings.Cut(lines[len(lines)-1], ",")
+	const header = "position,version,type,recorded_at,credits_delta,balance_after,payload\n"
+	for _, after := range []string{last, "9223372036854775807"} {
+		resp, body := f.getRaw("/admin/accounts/" + acc + "/ledger.csv?after=" + after)
+		if resp.StatusCode != http.StatusOK || body != header {
+			t.Errorf("after=%s: %d %q; want 200 and the header row alone", after, resp.StatusCode, body)
+		}
+	}
+}
+
+// A cursor or limit the query string holds but url.Values would drop (a ';', a broken
+// %-escape) or one given twice is a 400 naming it: read as the default, a client asking for
+// page N would get the first page as if it were page N.
+func TestAHistoryParameterThatDoesNotParseIs400NamingIt(t *testing.T) {
+	f := newFixture(t)
+	acc := f.openAccount("Cursor")
+	for _, c := range []struct{ route, query, param string }{
+		{"ledger", "after=2;", "after"},
+		{"ledger", "after=2%zz", "after"},
+		{"ledger", "limit=1;x", "limit"},
+		{"ledger", "after=5&after=0", "after"},
+		{"ledger.csv", "after=2;", "after"},
+		{"ledger.csv", "after=5&after=0", "after"},
+		{"statement", "from=2026-03-01&to=2026-03-02;", "to"},
+		{"statement", "from=2026-03-01&from=2026-03-02&to=2026-03-03", "from"},
+		{"balance-at", "at=2026-03-01T00:00:00Z%zz", "at"},
+	} {
+		r := f.call("GET", "/admin/accounts/"+acc+"/"+c.route+"?"+c.query, "")
+		f.expect(r, http.StatusBadRequest, "bad_request")
+		if msg := fmt.Sprint(r.body["error"]); !strings.Contains(msg, `"`+c.param+`"`) {
+			t.Errorf("%s?%s: %s; want the message to name %q", c.route, c.query, msg, c.param)
+		}
+	}
+}

@@ -138,7 +138,11 @@ const (
 )
 
 func (s *Server) ledger(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
+	q, err := httpx.Query(r, "after", "limit")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	after, err := queryInt(q.Get("after"), "after", 0, 0, math.MaxInt64)
 	if err != nil {
 		s.fail(w, r, err)
@@ -182,7 +186,12 @@ func queryInt(raw, name string, def, lo, hi int64) (int64, error) {
 
 func (s *Server) balanceAt(w http.ResponseWriter, r *http.Request) {
 	accountID := pathVar(r, "accountId")
-	at, err := parseInstant(r.URL.Query().Get("at"))
+	q, err := httpx.Query(r, "at")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	at, err := parseInstant(q.Get("at"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

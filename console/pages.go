@@ -115,12 +115,14 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 	ctx := r.Context()
 	id := mux.Vars(r)["accountId"]
 	res := result{page: "account", title: "Account"}
-	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
-	if r.URL.Query().Get("after") == "" {
-		after, err = 0, nil
+	// Strictly: a cursor url.Values would drop would show the ledger's first page as page N.
+	q, err := httpx.Query(r, "after")
+	after := int64(0)
+	if err == nil && q.Get("after") != "" {
+		after, err = strconv.ParseInt(q.Get("after"), 10, 64)
 	}
 	if err != nil || after < 0 {
-		return result{status: http.StatusBadRequest}, errors.New("after must be a ledger position (a whole number)")
+		return result{status: http.StatusBadRequest}, errors.New("after must be a ledger position (a whole number), given once")
 	}
 	now := s.now()
 	acct, err := s.Views.Account(ctx, id, now)

@@ -1,7 +1,6 @@
 package readapi
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"net/http"
@@ -76,16 +75,13 @@ func ParamLimits() map[string]int { return maps.Clone(paramLimits) }
 // an unknown place (404).
 func checkParams(r *http.Request, params []string) error {
 	if len(params) > 0 { // a route that reads no parameter drops nothing
-		q, err := url.ParseQuery(r.URL.RawQuery)
+		q, err := httpx.Query(r, params...)
 		if err != nil {
-			return queryProblem(r.URL.RawQuery)
+			return err
 		}
 		for _, name := range params {
-			if len(q[name]) > 1 {
-				return badParam(name, "is given %d times; give it once", len(q[name]))
-			}
 			if limit := paramLimits[name]; utf8.RuneCountInString(q.Get(name)) > limit {
-				return badParam(name, "must be at most %d characters", limit)
+				return httpx.BadParam(name, "must be at most %d characters", limit)
 			}
 		}
 	}
@@ -94,23 +90,6 @@ func checkParams(r *http.Request, params []string) error {
 		return errPlaceNotFound(id)
 	}
 	return nil
-}
-
-// queryProblem names the first pair of a query string that does not parse.
-func queryProblem(raw string) error {
-	for _, pair := range strings.Split(raw, "&") {
-		name, value, _ := strings.Cut(pair, "=")
-		if n, err := url.QueryUnescape(name); err == nil {
-			name = n
-		}
-		switch _, verr := url.QueryUnescape(value); {
-		case strings.Contains(pair, ";"):
-			return badParam(name, "holds a ';': separate parameters with '&', and send ';' in a value as %%3B")
-		case verr != nil:
-			return badParam(name, "is not a valid percent-encoded value (a '%%' must start %%XX; send '%%' itself as %%25)")
-		}
-	}
-	return httpx.BadRequest("the query string is not valid")
 }
 
 // placeIDVar is the route's place id, percent-decoded: the router matches the path as sent,
@@ -126,10 +105,6 @@ func placeIDVar(r *http.Request) (string, bool) {
 	return raw, true
 }
 
-func badParam(name, format string, args ...any) error {
-	return httpx.BadRequest("parameter %q %s", name, fmt.Sprintf(format, args...))
-}
-
 // intParam reads an optional integer in [lo, hi]. Out of range is an error, never clamped.
 func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	s, ok := lookup(q, name)
@@ -138,7 +113,7 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < lo || n > hi {
-		return 0, badParam(name, "must be an integer from %d to %d", lo, hi)
+		return 0, httpx.BadParam(name, "must be an integer from %d to %d", lo, hi)
 	}
 	return n, nil
 }
@@ -153,7 +128,7 @@ func floatParam(q url.Values, name string, required bool, def, lo, hi float64, l
 	s, ok := lookup(q, name)
 	if !ok {
 		if required {
-			return 0, badParam(name, "is required")
+			return 0, httpx.BadParam(name, "is required")
 		}
 		return def, nil
 	}
@@ -164,7 +139,7 @@ func floatParam(q url.Values, name string, required bool, def, lo, hi float64, l
 		if loOpen {
 			open = "("
 		}
-		return 0, badParam(name, "must be a number in %s%g, %g]", open, lo, hi)
+		return 0, httpx.BadParam(name, "must be a number in %s%g, %g]", open, lo, hi)
 	}
 	return v, nil
 }
@@ -177,7 +152,7 @@ func dateParam(q url.Values, name string, def time.Time) (time.Time, error) {
 	}
 	d, err := time.Parse(time.DateOnly, s)
 	if err != nil {
-		return time.Time{}, badParam(name, "must be a date YYYY-MM-DD")
+		return time.Time{}, httpx.BadParam(name, "must be a date YYYY-MM-DD")
 	}
 	return d, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/httpx"
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
@@ -54,7 +55,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if len(words) > maxQueryWords {
 		// Each word is a clause every place must match: a q of 60 short words cost a second of
 		// CPU, and nothing when it matched nothing.
-		return badParam("q", "must hold at most %d different words", maxQueryWords)
+		return httpx.BadParam("q", "must hold at most %d different words", maxQueryWords)
 	}
 	town := ResolveTown(q.Get("town"))
 	if text != "" && len(words) == 0 || town == unmatchableTown {

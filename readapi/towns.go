@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/httpx"
 )
 
 // eventsDefaultDays is the length of the default events window after from.
@@ -47,9 +48,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error 
 	}
 	if from.After(to) {
 		if _, given := lookup(q, "from"); !given {
-			return badParam("to", "must not be before from, which defaults to today (%s) when not given", from.Format(time.DateOnly))
+			return httpx.BadParam("to", "must not be before from, which defaults to today (%s) when not given", from.Format(time.DateOnly))
 		}
-		return badParam("from", "must not be after to")
+		return httpx.BadParam("from", "must not be after to")
 	}
 	rows, err := s.Pool.Query(r.Context(), `
 		SELECT doc FROM rm_events
