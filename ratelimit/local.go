@@ -32,9 +32,15 @@ func (l *Local) Take(_ context.Context, key string, limit int, now time.Time) Qu
 	defer l.mu.Unlock()
 	l.sweep(now)
 	w := l.windows[key]
-	if w == nil || !now.Before(w.start.Add(Window)) {
+	switch {
+	case w == nil || !now.Before(w.start.Add(Window)):
 		w = &keyWindow{start: now}
 		l.windows[key] = w
+	case now.Before(w.start):
+		// The wall clock was stepped back (an NTP correction, a resumed VM): the window in
+		// progress keeps its count and ends a Window from now at the latest, not the whole
+		// step later.
+		w.start = now
 	}
 	q := Quota{Limit: limit, Reset: w.start.Add(Window)}
 	if w.used < limit {
@@ -46,9 +52,10 @@ func (l *Local) Take(_ context.Context, key string, limit int, now time.Time) Qu
 }
 
 // sweep forgets windows that have ended, at most once per window, so idle keys do not
-// accumulate.
+// accumulate; also at once after the clock was stepped back past the last sweep, which would
+// otherwise stop sweeps until the clock caught up.
 func (l *Local) sweep(now time.Time) {
-	if now.Sub(l.lastSweep) < Window {
+	if d := now.Sub(l.lastSweep); d >= 0 && d < Window {
 		return
 	}
 	l.lastSweep = now

@@ -38,6 +38,30 @@ func TestTheLocalLimiterAdmitsTheLimitPerWindowThenRefusesUntilItEnds(t *testing
 	}
 }
 
+// A wall clock stepped back (an NTP correction, a resumed VM) keeps the window's count but
+// never makes the key wait longer than a window from now, nor stops the sweep of ended windows.
+func TestAClockSteppedBackKeepsTheCountButNeverAWindowLongerThanAMinute(t *testing.T) {
+	l := NewLocal()
+	for i := range 5 {
+		l.Take(ctx, "k", 5, t0.Add(time.Duration(i)*time.Second))
+	}
+	back := t0.Add(-10 * time.Minute)
+	q := l.Take(ctx, "k", 5, back)
+	if q.Allowed || q.Reset.After(back.Add(Window)) {
+		t.Fatalf("right after the step: %+v; want refused (the count is kept) with a reset at most a window away", q)
+	}
+	if q := l.Take(ctx, "k", 5, back.Add(Window)); !q.Allowed || q.Remaining != 4 {
+		t.Fatalf("a window after the step: %+v; want a new window", q)
+	}
+	// Swept after the step: "idle", untouched since t0, is forgotten once its window ended on
+	// the stepped clock, not only once the clock is back past t0.
+	l.Take(ctx, "idle", 5, back.Add(Window))
+	l.Take(ctx, "k", 5, back.Add(3*Window))
+	if _, held := l.windows["idle"]; held {
+		t.Fatal("an ended window is still held after the clock was stepped back")
+	}
+}
+
 func TestALimitLoweredMidWindowRefusesAtOnceAndNeverReportsANegativeRemainder(t *testing.T) {
 	l := NewLocal()
 	for range 10 {

@@ -135,12 +135,21 @@ func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time)
 // a new one (docs/api.md, "Rate limit"). The count is limit − remaining: exact, except after a
 // limit lowered mid-window, where it is the limit and still refuses the key. A key already
 // held is updated in place, so a request costs no allocation.
+//
+// The process keeps its own count when it is the larger and its window did not start before
+// Redis's (a second's leeway for the two clocks): those are requests it admitted itself while
+// Redis did not answer, inside Redis's window, which Redis never saw. Overwritten, each return
+// of a Redis that keeps dropping out would give the key its quota in the process again, and
+// one process could admit many times the limit in a minute, not twice it.
 func (l *Local) follow(key string, q Quota, now time.Time) {
 	start, used := q.Reset.Add(-Window), q.Limit-q.Remaining
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.sweep(now)
 	if w := l.windows[key]; w != nil {
+		if start.Sub(w.start) < time.Second && w.used > used {
+			used = w.used
+		}
 		w.start, w.used = start, used
 		return
 	}

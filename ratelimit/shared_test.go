@@ -185,3 +185,107 @@ func (p *dropFirstReplyProxy) serve(client net.Conn) {
 		}
 	}
 }
+
+// togglingProxy forwards TCP to Redis while up; while down it drops every connection at once
+// (a network blip: Redis itself keeps its counts and never sees the requests).
+type togglingProxy struct {
+	ln       net.Listener
+	upstream string
+	up       atomic.Bool
+	mu       sync.Mutex
+	conns    []net.Conn
+}
+
+func startTogglingProxy(t *testing.T, upstream string) *togglingProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &togglingProxy{ln: ln, upstream: upstream}
+	p.up.Store(true)
+	t.Cleanup(func() { _ = ln.Close(); p.setUp(false) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if !p.up.Load() {
+				_ = c.Close()
+				continue
+			}
+			s, err := net.Dial("tcp", upstream)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, s)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(s, c); _ = s.Close(); _ = c.Close() }()
+			go func() { _, _ = io.Copy(c, s); _ = s.Close(); _ = c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *togglingProxy) setUp(up bool) {
+	p.up.Store(up)
+	if !up {
+		p.mu.Lock()
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.conns = nil
+		p.mu.Unlock()
+	}
+}
+
+// docs/api.md, "Rate limit": in the minute Redis comes back a key can get up to twice its
+// limit from one process. A Redis that drops out again and again within one window (keeping
+// its counts) must not give the key its quota in the process at each return: the process
+// keeps counting what it admitted itself, which Redis never saw.
+func TestARedisDroppingOutAgainAndAgainInOneWindowLetsOneProcessAdmitAtMostTwiceTheLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := startTogglingProxy(t, srv.Addr())
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", 0, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.probeEvery = 20 * time.Millisecond // one probe a second in production
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const limit = 5
+	now := time.Now() // one process clock reading: everything below is within one window
+	admitted, blips := 0, 0
+	for blips < 20 {
+		// Redis reachable: one request (the probe) counted in Redis.
+		proxy.setUp(true)
+		time.Sleep(2 * s.probeEvery)
+		q := s.Take(ctx, "k", limit, now)
+		if s.Down() {
+			t.Fatal("setup: Redis did not answer through the proxy")
+		}
+		if !q.Allowed {
+			break
+		}
+		admitted++
+		// A blip: every request is counted in the process until the next probe.
+		proxy.setUp(false)
+		blips++
+		for range limit {
+			if s.Take(ctx, "k", limit, now).Allowed {
+				admitted++
+			}
+		}
+	}
+	inRedis, _ := srv.Client().Get(ctx, keyPrefix+"k").Result()
+	if blips < 2 || admitted > 2*limit {
+		t.Fatalf("one process admitted %d requests of one key in one window of limit %d over %d Redis drop-outs (Redis counted %s); want at most twice the limit (%d), over at least 2 drop-outs",
+			admitted, limit, blips, inRedis, 2*limit)
+	}
+}
