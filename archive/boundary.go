@@ -18,6 +18,9 @@ import (
 // recorded (docs/operations.md, "Retention and archiving"); one archived since that records
 // none has lost it, and nothing vouches for its state.
 //
+// The boundary must lie in an archived range (event_archives): one that lies in none stands
+// for events no archive file holds, deleted from the store with a boundary written by hand.
+//
 // The boundary's first_at, the time of the stream's first event (before which balance-at and
 // the statements answer 0), must not be after that last event's: no ledger holds that. Nothing
 // chained holds first_at itself; the audit also holds an account's to its opened_at.
@@ -30,6 +33,9 @@ func CheckBoundary(b eventstore.Boundary, st AccountState) (balance int64, err e
 	balance, err = checkLastEvent(b, st)
 	switch {
 	case err != nil:
+	case b.Orphan:
+		err = fmt.Errorf("%s: archived boundary v%d at position %d lies in no archived range (event_archives): no archive "+
+			"file holds the events it stands for, which were deleted, not archived", streamOwner(b.StreamID), b.Version, b.Position)
 	case b.FirstAt.After(b.At):
 		err = fmt.Errorf("stream %s: archived boundary v%d: its first_at %s (when its first event was recorded) is after its last archived event's time %s",
 			b.StreamID, b.Version, b.FirstAt.Format(time.RFC3339Nano), b.At.Format(time.RFC3339Nano))

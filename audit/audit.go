@@ -215,6 +215,15 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 	if sendErr != nil {
 		return Report{}, sendErr
 	}
+	if a.whole {
+		var scope int32 // every stream's marks, or the audited account's
+		if opts.AccountID != "" {
+			scope = streams[0].head.No
+		}
+		if err := a.checkMarks(ctx, tx, scope); err != nil {
+			return Report{}, err
+		}
+	}
 	if a.auditsUsage() {
 		if err := a.orphans(ctx, tx); err != nil {
 			return Report{}, err

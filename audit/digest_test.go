@@ -227,10 +227,19 @@ func TestInsiderAttacksAreCaughtByTheAuditOrAnEarlierDigest(t *testing.T) {
 			complete: true, digestSays: []string{"truncated", "versions 1 to 33", "only 11"}},
 		{name: "an edited stream re-chained",
 			do: func(t *testing.T, w world) {
-				tamper(t, w.pool, `UPDATE events SET payload = replace(payload::text, 'place:p4', 'place:p5')::json WHERE version = 8 AND stream_no = $1`, w.caller.StreamNo)
+				tamper(t, w.pool, `UPDATE events SET metadata = '{"request_id":"forged"}' WHERE version = 8 AND stream_no = $1`, w.caller.StreamNo)
 				rechain(t, w.pool, domain.AccountStream(w.account))
 			},
 			complete: true, digestSays: []string{"re-chained", "events 1 to 33"}},
+		// Re-chained, a paid place swapped for another breaks the once-a-day rule, which the
+		// audit replays: place p5 is now paid twice on the day, and p4 served free unpaid.
+		{name: "a paid place swapped and the stream re-chained",
+			do: func(t *testing.T, w world) {
+				tamper(t, w.pool, `UPDATE events SET payload = replace(payload::text, 'place:p4', 'place:p5')::json WHERE version = 8 AND stream_no = $1`, w.caller.StreamNo)
+				rechain(t, w.pool, domain.AccountStream(w.account))
+			},
+			auditSays:  []string{"place:p5 paid again on", "place:p4 served free (deduplicated)"},
+			digestSays: []string{"re-chained", "events 1 to 33"}},
 		{name: "a stream inserted into the past",
 			do: func(t *testing.T, w world) {
 				insertIntoThePast(t, w.pool, "note-ghost", 2)
@@ -325,7 +334,7 @@ func rechain(t *testing.T, pool *pgxpool.Pool, stream string) {
 	}
 	tamper(t, pool, `UPDATE streams SET head_hash = $1 WHERE stream_id = $2`, prev[:], stream)
 	rebuild(t, pool) // read models that counted what the edit changed (usage)
-	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+	if _, out := run(t, pool, audit.Options{}); strings.Contains(out, "edited") || strings.Contains(out, "head") {
 		t.Fatalf("the re-chained stream does not chain: %s", out)
 	}
 }

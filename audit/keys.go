@@ -395,6 +395,14 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, use rowUse, differ fu
 			unnumbered = true
 		}
 		register(l)
+		// decisions.md §4: a rotation's grace is 24 hours from the instant it was decided, which
+		// is the new key's issued_at (its api_keys row), at or before the fact's recorded_at.
+		if ev.graceUntil != nil {
+			start := ev.graceUntil.Add(-domain.GracePeriod)
+			if r := rowByID[ev.keyID]; start.After(ev.at) || (r != nil && use == rowsCompared && !r.issuedAt.Equal(start)) {
+				differ("account %s v%d: KeyIssued of %s records a grace_until %s: not 24 hours after the rotation", account, ev.version, l.name(), ev.graceUntil.Format(time.RFC3339Nano))
+			}
+		}
 		if ev.rotated != "" {
 			r := byID[ev.rotated]
 			if r == nil && mayPrecede(ev.rotated) {
@@ -404,6 +412,16 @@ func (k *keyTrack) check(account string, rows []apiKeyRow, use rowUse, differ fu
 				differ("account %s v%d: KeyIssued rotating key %s, which no KeyIssued before it issued", account, ev.version, ev.rotated)
 			} else {
 				r.rotatedBy, r.graceUntil = ev, ev.graceUntil
+			}
+			// A second rotation while a key is in grace revokes that key at once (its KeyRevoked
+			// comes before the KeyIssued, docs/api.md "Keys"): one still in grace here was left
+			// usable. It is taken as revoked from here, so its later charges are named too.
+			for _, o := range byID {
+				if o != l && o != r && o.revoked == nil && o.graceUntil != nil && ev.at.Before(*o.graceUntil) {
+					differ("account %s v%d: KeyIssued of %s rotates key %s while %s is still in grace (to %s) and not revoked: a second rotation during grace revokes it",
+						account, ev.version, l.name(), ev.rotated, o.name(), o.graceUntil.Format(time.RFC3339Nano))
+					o.revoked = ev
+				}
 			}
 		}
 	}

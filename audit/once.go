@@ -135,7 +135,14 @@ UNION ALL
 SELECT CASE WHEN f.n > 1 THEN 'bonus twice' WHEN g.outage_id IS NULL THEN 'bonus without grant' ELSE 'bonus credits differ' END,
 	ARRAY[` + streamName("f.stream_no") + `, f.outage, f.n::text, array_to_string(f.at, ', '), f.lo, f.hi, g.credits::text]
 FROM granted f LEFT JOIN bonus_grants g ON g.outage_id = f.outage
-WHERE f.n > 1 OR g.outage_id IS NULL OR f.lo IS DISTINCT FROM g.credits::text OR f.hi IS DISTINCT FROM g.credits::text`
+WHERE f.n > 1 OR g.outage_id IS NULL OR f.lo IS DISTINCT FROM g.credits::text OR f.hi IS DISTINCT FROM g.credits::text
+UNION ALL
+SELECT 'bonus ineligible', ARRAY[` + streamName("f.stream_no") + `, f.outage, array_to_string(f.at, ', '),
+	to_char(g.granted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')]
+FROM granted f JOIN bonus_grants g ON g.outage_id = f.outage JOIN streams s ON s.stream_no = f.stream_no
+WHERE f.n = 1 AND NOT EXISTS (SELECT FROM api_keys k WHERE k.account_id = substr(s.stream_id, length($1) + 1)
+	AND k.issued_at <= g.granted_at AND (k.revoked_at IS NULL OR k.revoked_at > g.granted_at)
+	AND (k.grace_until IS NULL OR k.grace_until > g.granted_at))`
 	if !account {
 		// The archived BonusGranted facts are counted only where a boundary lists them: a grant
 		// may count more accounts than its facts found while any boundary of an account (or of
@@ -253,6 +260,9 @@ func onceDiff(kind string, f []string) string {
 		return fmt.Sprintf("%s: BonusGranted of outage %q (%s), which bonus_grants does not hold", owner(f[0]), f[1], f[3])
 	case "bonus credits differ":
 		return fmt.Sprintf("%s: BonusGranted of outage %q (%s) credits %s, its grant %s", owner(f[0]), f[1], f[3], creditRange(f[4], f[5]), f[6])
+	case "bonus ineligible":
+		return fmt.Sprintf("%s: BonusGranted of outage %q (%s), but at the grant's granted_at %s the account had no active or grace key: a bonus goes to the accounts that had one",
+			owner(f[0]), f[1], f[2], f[3])
 	case "grant accounts":
 		return fmt.Sprintf("bonus grant %q: credited %s accounts, but the store holds %s BonusGranted facts of it", f[0], f[1], f[2])
 	}

@@ -75,6 +75,8 @@ type streamState struct {
 	lastDayNo int64 // dayOf's memo
 	lastDay   string
 
+	dayClaims dayClaims // an account's resources paid on its newest day of charges
+
 	// firstAt is when an account's first fact was recorded, as the events read tell it (its
 	// archived boundary's first_at, or its AccountOpened's recorded_at, of version firstVersion;
 	// 0 at a boundary), to be compared with the account's opened_at. Zero when not read.
@@ -185,6 +187,7 @@ func (s *streamState) upTo(e eventstore.Event, projection string) bool {
 // usage counts copy a place they add).
 func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	id := s.info.head.ID
+	s.dayClaims.readFrom(s.at)
 	switch {
 	case e.Version == s.version+1:
 		if !eventstore.Verify(s.hash, e) {
@@ -230,6 +233,7 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	switch {
 	case f.Metered():
 		s.keys.charge(&f, &e)
+		s.claims(&f, e.Version, e.Position, e.RecordedAt)
 	case e.Type == domain.EventKeyIssued || e.Type == domain.EventKeyRevoked:
 		if err := s.keys.keyFact(&e, prevAt); err != nil {
 			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)

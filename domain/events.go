@@ -244,9 +244,18 @@ func (f AccountFact) CheckDelta() error {
 		if d < 0 {
 			return fmt.Errorf("a %s takes %d credits: it may only add credits", f.Type, -d)
 		}
+		if f.Type == EventCreditsPurchased && (ValidatePurchase(f.AmountCents) != nil || d != CreditsForCents(f.AmountCents) || f.Credits != d) {
+			return fmt.Errorf("a %s of %d cents adds %d credits (payload credits %d): a purchase is %d..%d cents and adds 2 credits a cent",
+				f.Type, f.AmountCents, d, f.Credits, MinPurchaseCents, MaxPurchaseCents)
+		}
 	case EventRequestCharged:
 		if d > 0 {
 			return fmt.Errorf("a %s adds %d credits: it may only take credits", f.Type, d)
+		}
+		// The price list (pricing.go) is the only source of a charge's amount: each resource
+		// paid costs the operation's price (a fixed-cost operation pays for one).
+		if f.Operation.Known() && -d != f.Operation.Cost()*int64(len(f.Paid)) {
+			return fmt.Errorf("a %s of %s paying %d resources takes %d credits: its price is %d", f.Type, f.Operation, len(f.Paid), -d, f.Operation.Cost()*int64(len(f.Paid)))
 		}
 	default:
 		if d != 0 {

@@ -122,6 +122,10 @@ type Boundary struct {
 	// the stream's history): only a boundary with such history may lack the lists (it may
 	// have been folded on from one without them). Any other has lost them.
 	ListsLegacy bool
+	// Orphan (read from the store, never written) is true when no archived range
+	// (event_archives) holds the boundary's position: no archive file holds the events it
+	// stands for, so nothing can ever restore them, and they were deleted, not archived.
+	Orphan bool
 }
 
 // BoundaryEvent is the content of a stream's last archived event besides its stream, version
@@ -146,7 +150,8 @@ const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_
 		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at),
 	NOT EXISTS (SELECT FROM schema_migrations WHERE name = '0021_boundary_once_lists.sql') OR
 	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0021_boundary_once_lists.sql'
-		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at AND b.first_at < a.archived_at)`
+		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at AND b.first_at < a.archived_at),
+	NOT EXISTS (SELECT FROM event_archives a WHERE a.from_position <= b.position AND b.position < a.to_position)`
 
 func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	if err != nil {
@@ -157,7 +162,7 @@ func scanBoundaries(rows pgx.Rows, err error) ([]Boundary, error) {
 	var hash, account, prev []byte
 	var typ, payload, meta *string
 	_, err = pgx.ForEachRow(rows, []any{&b.StreamID, &b.Version, &b.Position, &hash, &b.At, &b.FirstAt, &account,
-		&prev, &typ, &payload, &meta, &b.Legacy, &b.ListsLegacy}, func() error {
+		&prev, &typ, &payload, &meta, &b.Legacy, &b.ListsLegacy, &b.Orphan}, func() error {
 		r := b
 		copy(r.Hash[:], hash)
 		r.At, r.FirstAt = r.At.UTC(), r.FirstAt.UTC()
