@@ -602,7 +602,16 @@ func TestABusyAccountsClaimsAreSavedInChunksThatAFreshMeterReads(t *testing.T) {
 	if err != nil || fmt.Sprint(days) != "[2026-11-22 2026-11-23]" {
 		t.Fatalf("chunks of %v (%v); want yesterday's and today's", days, err)
 	}
-	auditClean(t, s.pool)
+	// The claim planted in the chunk was never paid by a charge: the audit, which replays the
+	// once-a-day rule from the charges, names the request it served free, and nothing else.
+	var out strings.Builder
+	rep, err := audit.Run(ctx, s.pool, audit.Options{Out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Differences) != 1 || !strings.Contains(rep.Differences[0], "place:only-in-a-chunk served free (deduplicated)") {
+		t.Fatalf("audit: %s; want the one request served free on the planted claim", out.String())
+	}
 }
 
 // The Go and SQL forms of a claim's resource hash must agree: the migration that hashed the
