@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"math"
 	"net/http"
 	"strconv"
@@ -230,10 +231,32 @@ func parseInstant(raw string) (time.Time, error) {
 }
 
 func (s *Server) importCatalog(w http.ResponseWriter, r *http.Request) {
-	res, err := s.Import.Handle(r.Context(), r.Body, meta(r))
+	body := &bodyReader{r: r.Body}
+	res, err := s.Import.Handle(r.Context(), body, meta(r))
+	var tooLarge *http.MaxBytesError
+	if body.err != nil && !errors.As(body.err, &tooLarge) {
+		// The client's upload broke off (a truncated or malformed chunked body): its own
+		// fault, nothing imported, and not a database that went away (io.ErrUnexpectedEOF
+		// from PostgreSQL's connection is 503).
+		err = httpx.BadRequest("cannot read the request body: %v", body.err)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	httpx.WriteData(w, http.StatusOK, res)
+}
+
+// bodyReader keeps the first error reading a request body other than its end.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
 }

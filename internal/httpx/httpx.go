@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -178,12 +179,23 @@ func isUnavailable(err error) bool {
 	if errors.As(err, &connectErr) || errors.As(err, &netErr) {
 		return true
 	}
+	// A connection the server dropped without a word (an immediate shutdown, a crash, a
+	// failover) ends its read with EOF. (A request body that breaks off is the client's, and
+	// its handler says so first: adminapi's catalog import.)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 53300: too many connections; 57P01..57P03: the
-		// server is shutting down or starting up.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "53300" ||
-			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// server is shutting down or starting up; 57014: a statement cancelled
+		// (statement_timeout: too slow); 55P03: lock_timeout; 25006: the database is
+		// read-only (a standby it failed over to). Each rolls its transaction back.
+		switch pgErr.Code {
+		case "53300", "57P01", "57P02", "57P03", "57014", "55P03", "25006":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	return false
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -43,6 +44,10 @@ func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
 		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), 503, "unavailable", "service temporarily unavailable"},
 		{"connect", &pgconn.ConnectError{}, 503, "unavailable", "service temporarily unavailable"},
 		{"server shutting down", &pgconn.PgError{Code: "57P01"}, 503, "unavailable", "service temporarily unavailable"},
+		{"connection dropped without a word", fmt.Errorf("load place: %w", io.ErrUnexpectedEOF), 503, "unavailable", "service temporarily unavailable"},
+		{"statement_timeout", &pgconn.PgError{Code: "57014"}, 503, "unavailable", "service temporarily unavailable"},
+		{"lock_timeout", &pgconn.PgError{Code: "55P03"}, 503, "unavailable", "service temporarily unavailable"},
+		{"read-only database", &pgconn.PgError{Code: "25006"}, 503, "unavailable", "service temporarily unavailable"},
 		{"NUL in text", fmt.Errorf("load place: %w", &pgconn.PgError{Code: "22021", Message: "invalid byte sequence for encoding \"UTF8\": 0x00"}), 400, "bad_request",
 			"input the database cannot store (for example a NUL character or an out-of-range value)"},
 		{"constraint violation", &pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint \"secret\""}, 500, "internal", "internal error"},
