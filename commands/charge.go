@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -17,11 +18,28 @@ import (
 // runBatch runs a batch and answers every charge in it: first, in one round trip, the charges
 // of the accounts whose state the meter holds (commitFromMemory); then those of the others, and
 // of any found changed meanwhile, from reads under the accounts' locks (commitUnderLock).
+//
+// The charges answered from memory are answered before the others are decided again: those
+// may wait for an account's lock (MeterOptions.LockWait), and no other account's answer waits
+// with them.
 func (m *Meter) runBatch(batch []*pendingCharge) {
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
 	redo := m.commitFromMemory(batch)
 	if m.opts.OnDecided != nil {
 		m.opts.OnDecided(len(batch)-len(redo), len(redo))
+	}
+	if len(redo) > 0 && len(redo) < len(batch) {
+		again := make(map[*pendingCharge]bool, len(redo))
+		for _, p := range redo {
+			again[p] = true
+		}
+		m.store.Appended()
+		for _, p := range batch {
+			if !again[p] {
+				close(p.done)
+			}
+		}
+		batch = redo
 	}
 	if len(redo) > 0 {
 		m.runUnderLock(redo)
@@ -253,6 +271,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
 	}
 	rb := &pgx.Batch{}
 	rb.Queue("BEGIN")
+	rb.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", m.opts.LockWait.Milliseconds()))
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
@@ -525,8 +544,10 @@ func endBackend(ctx context.Context, c *pgx.Conn, be backend) (running bool, err
 
 // readRound1 reads the locked accounts, the key states and the heads.
 func readRound1(br pgx.BatchResults, accounts map[string]*batchAccount) error {
-	if _, err := br.Exec(); err != nil { // BEGIN
-		return err
+	for range 2 { // BEGIN, SET LOCAL lock_timeout
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -697,6 +718,12 @@ func backendOf(ctx context.Context, pc *pgx.Conn) (backend, error) {
 	data["kyapi.backend"] = b
 	return b, nil
 }
+
+// lockWait is MeterOptions.LockWait's default. Well below batchWait: an account held by
+// another transaction ends its batch in a known rollback (SQLSTATE 55P03, nothing charged)
+// rather than the batch being taken for lost and its outcome looked for under locks that
+// transaction still holds, which would make every account of the batch charge_outcome_unknown.
+const lockWait = 2 * time.Second
 
 // outcomeWait bounds how long a lost commit's outcome is looked for before the answer says it
 // is unknown.

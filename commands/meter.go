@@ -68,6 +68,12 @@ type MeterOptions struct {
 	// has not answered by then is taken for lost (see batchWait in charge.go). The key cache's
 	// reads of the table are bounded by it too.
 	BatchWait time.Duration
+	// LockWait bounds how long a batch decided under the lock waits for its accounts' row
+	// locks (default 2 s, at most half of BatchWait): an account another transaction holds
+	// longer fails its charges, 503 unavailable, nothing charged (a known rollback, not a lost
+	// batch). The batch decided from memory never waits for a row lock: kyapi_charge skips an
+	// account it cannot lock at once (migration 0027) and the meter decides it again this way.
+	LockWait time.Duration
 	// Hooks let tests act where failures matter; nil in production.
 	Hooks MeterHooks
 }
@@ -162,6 +168,10 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 	if opts.BatchWait <= 0 {
 		opts.BatchWait = batchWait
 	}
+	if opts.LockWait <= 0 {
+		opts.LockWait = lockWait
+	}
+	opts.LockWait = min(opts.LockWait, opts.BatchWait/2)
 	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool),
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}
 	m.keys.LookupWait = opts.BatchWait

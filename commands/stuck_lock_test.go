@@ -1,0 +1,119 @@
+package commands_test
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/httpx"
+	"github.com/kyapi/kyapi/internal/pgtest"
+)
+
+// holdAccount locks an account's row in a transaction of its own, as an admin command that
+// hangs or an operator's open transaction would; release ends it.
+func holdAccount(t *testing.T, s stack, accountID string) (release func()) {
+	t.Helper()
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, accountID); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			_ = tx.Rollback(ctx)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitForLockWaiter returns once a session waits for a row lock.
+func waitForLockWaiter(t *testing.T, s stack) {
+	t.Helper()
+	for {
+		var waiting bool
+		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type chargeAnswer struct {
+	res commands.ChargeResult
+	err error
+}
+
+// An account whose row another transaction holds fails its own charges, 503 unavailable with
+// nothing charged, after the meter's LockWait; the other accounts of its batch are charged and
+// answered at once, not held with it, and nobody is told the outcome is unknown.
+func TestAnAccountHeldByAStuckTransactionFailsAloneAndItsBatchIsAnsweredAtOnce(t *testing.T) {
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: 4 * time.Second, BatchWait: 20 * time.Second})
+	a, keyA := fundedAccount(t, s, 500)
+	_, keyB := fundedAccount(t, s, 500)
+	c, keyC := fundedAccount(t, s, 500)
+	for _, k := range []commands.IssuedKey{keyA, keyB, keyC} { // the meter holds each account
+		if _, err := s.charge(domain.HashKey(k.APIKey), domain.OpPlaceDetail, domain.PlaceResource("warm")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := ledgerOf(t, s, a)
+
+	// C's row held: its charge waits for the lock under the meter's LockWait, and A's and B's,
+	// sent meanwhile, queue up for the next batch, which holds both.
+	releaseC := holdAccount(t, s, c)
+	ask := func(k commands.IssuedKey, place string) <-chan chargeAnswer {
+		out := make(chan chargeAnswer, 1)
+		go func() {
+			res, err := s.charge(domain.HashKey(k.APIKey), domain.OpPlaceDetail, domain.PlaceResource(place))
+			out <- chargeAnswer{res, err}
+		}()
+		return out
+	}
+	answerC := ask(keyC, "c1")
+	waitForLockWaiter(t, s)
+	releaseA := holdAccount(t, s, a)
+	answerA, answerB := ask(keyA, "a1"), ask(keyB, "b1")
+	time.Sleep(300 * time.Millisecond) // both queued behind C's batch
+	releaseC()
+	if got := <-answerC; got.err != nil || got.res.Credits != 1 {
+		t.Fatalf("C, once its row was released: %+v %v", got.res, got.err)
+	}
+
+	// B is answered while A still waits for its row: A cannot be answered before LockWait.
+	gotB := <-answerB
+	select {
+	case got := <-answerA:
+		t.Fatalf("A was answered (%+v %v) before B was: B waited with A", got.res, got.err)
+	default:
+	}
+	if gotB.err != nil || gotB.res.Credits != 1 {
+		t.Fatalf("B (its row free): %+v %v; want charged", gotB.res, gotB.err)
+	}
+	gotA := <-answerA
+	releaseA()
+	if gotA.err == nil || errors.Is(gotA.err, domain.ErrOutcomeUnknown) {
+		t.Fatalf("A (its row held): %+v %v; want a refusal that says nothing was charged", gotA.res, gotA.err)
+	}
+	if e := httpx.MapError(gotA.err); e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+		t.Fatalf("A's answer maps to %+v (%v); want 503 unavailable", e, gotA.err)
+	}
+	if after := ledgerOf(t, s, a); after.balance != before.balance || after.events != before.events {
+		t.Fatalf("A's ledger moved while its charge failed: %+v -> %+v", before, after)
+	}
+	// Its row free again, A is charged as ever.
+	if _, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource("a1")); err != nil {
+		t.Fatal(err)
+	}
+}
