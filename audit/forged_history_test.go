@@ -56,6 +56,16 @@ func forge(t *testing.T, pool *pgxpool.Pool, account string, at time.Time, typ s
 	}
 }
 
+// forgeDetailCharge forges a place detail of place, paid with key 1 an hour after noon, taking
+// credits (the write model's totals moved with it).
+func forgeDetailCharge(t *testing.T, pool *pgxpool.Pool, account, place string, credits int64) {
+	t.Helper()
+	forge(t, pool, account, noon.Add(time.Hour), domain.EventRequestCharged, func(b int64) (any, int64) {
+		return domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceDetail, Paid: []string{domain.PlaceResource(place)},
+			CreditsDelta: -credits, BalanceAfter: b - credits}, b - credits
+	}, `UPDATE accounts SET charged_credits = charged_credits + `+itoa(credits)+`, requests_charged = requests_charged + 1 WHERE account_id = $1`)
+}
+
 // wantDifference runs a whole-store and an account audit and fails if either is clean.
 func wantDifference(t *testing.T, pool *pgxpool.Pool, account, what string) {
 	t.Helper()
@@ -122,10 +132,7 @@ func TestAChargeAboveTheOperationsPriceIsADifference(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	w := newWorld(t, pool, 2)
 	cleanFirst(t, pool)
-	forge(t, pool, w.account, noon.Add(time.Hour), domain.EventRequestCharged, func(b int64) (any, int64) {
-		return domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceDetail, Paid: []string{domain.PlaceResource("fresh")},
-			CreditsDelta: -500, BalanceAfter: b - 500}, b - 500
-	}, `UPDATE accounts SET charged_credits = charged_credits + 500, requests_charged = requests_charged + 1 WHERE account_id = $1`)
+	forgeDetailCharge(t, pool, w.account, "fresh", 500)
 	wantDifference(t, pool, w.account, "a 1-credit place detail charged 500 credits")
 }
 
@@ -236,10 +243,7 @@ func TestAResourcePaidTwiceTheSameUTCDayIsADifference(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	w := newWorld(t, pool, 2)
 	cleanFirst(t, pool)
-	forge(t, pool, w.account, noon.Add(time.Hour), domain.EventRequestCharged, func(b int64) (any, int64) {
-		return domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceDetail, Paid: []string{domain.PlaceResource("p0")},
-			CreditsDelta: -1, BalanceAfter: b - 1}, b - 1
-	}, `UPDATE accounts SET charged_credits = charged_credits + 1, requests_charged = requests_charged + 1 WHERE account_id = $1`)
+	forgeDetailCharge(t, pool, w.account, "p0", 1)
 	wantDifferenceNaming(t, pool, w.account, "paid again on", "place:p0 paid twice on one UTC day")
 }
 
