@@ -141,7 +141,10 @@ SELECT 'bonus ineligible', ARRAY[` + streamName("f.stream_no") + `, f.outage, ar
 	to_char(g.granted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')]
 FROM granted f JOIN bonus_grants g ON g.outage_id = f.outage JOIN streams s ON s.stream_no = f.stream_no
 WHERE f.n = 1 AND NOT EXISTS (SELECT FROM api_keys k WHERE k.account_id = substr(s.stream_id, length($1) + 1)
-	AND k.issued_at <= g.granted_at AND (k.revoked_at IS NULL OR k.revoked_at > g.granted_at)
+	-- A grant of the first store (before migration 0006) read its clock before it read the
+	-- keys, and credited a key issued in between: its issued_at may be after granted_at.
+	AND (k.issued_at <= g.granted_at OR g.granted_at < (SELECT applied_at FROM schema_migrations WHERE name = '0006_write_model_v2.sql'))
+	AND (k.revoked_at IS NULL OR k.revoked_at > g.granted_at)
 	AND (k.grace_until IS NULL OR k.grace_until > g.granted_at))`
 	if !account {
 		// The archived BonusGranted facts are counted only where a boundary lists them: a grant
