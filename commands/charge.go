@@ -62,12 +62,41 @@ func (m *Meter) runUnderLock(batch []*pendingCharge) {
 		err = m.commitUnderLock(batch)
 	}
 	if err != nil && len(batch) > 1 && statementFailed(err) {
-		// The transaction was rolled back because a statement failed: find the charge that
-		// broke it by running each on its own, so that it fails alone.
+		// The transaction was rolled back because a statement failed: find the account, then
+		// the charge, that broke it, so that it fails alone. An account whose row another
+		// transaction holds (lock_timeout) fails all its charges at once: each run on its own
+		// would wait LockWait again, and every batch of the process with it.
+		first := err
+		lockHeld := isLockTimeout(err)
 		err = nil
-		for _, p := range batch {
-			if e := m.commitUnderLock([]*pendingCharge{p}); e != nil {
-				p.res, p.err = ChargeResult{}, e
+		for i := 0; i < len(batch); {
+			j := i + 1
+			for j < len(batch) && batch[j].req.AccountID == batch[i].req.AccountID {
+				j++
+			}
+			group := batch[i:j]
+			i = j
+			if lockHeld && len(group) == len(batch) {
+				// One account only: it is the one held.
+				for _, p := range group {
+					p.res, p.err = ChargeResult{}, first
+				}
+				continue
+			}
+			e := m.commitUnderLock(group)
+			if e == nil {
+				continue
+			}
+			if isLockTimeout(e) || len(group) == 1 || !statementFailed(e) {
+				for _, p := range group {
+					p.res, p.err = ChargeResult{}, e
+				}
+				continue
+			}
+			for _, p := range group {
+				if e := m.commitUnderLock([]*pendingCharge{p}); e != nil {
+					p.res, p.err = ChargeResult{}, e
+				}
 			}
 		}
 	}
@@ -656,6 +685,12 @@ func (m *Meter) decide(p *pendingCharge, a *batchAccount, k batchKey, hashes res
 		KeyNo: p.req.KeyNo, Operation: p.req.Operation, Paid: d.Paid, Deduplicated: d.Deduplicated,
 		OmittedUnpaid: d.OmittedUnpaid, CreditsDelta: -d.Credits, BalanceAfter: a.balance}})
 	return err
+}
+
+// isLockTimeout tells a statement that waited for a lock longer than lock_timeout (55P03).
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // statementFailed tells an error after which the database rolled the transaction back

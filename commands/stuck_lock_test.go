@@ -117,3 +117,46 @@ func TestAnAccountHeldByAStuckTransactionFailsAloneAndItsBatchIsAnsweredAtOnce(t
 		t.Fatal(err)
 	}
 }
+
+// Several charges of a held account in one batch fail together after one wait (LockWait), not
+// one wait each: the row is let go 1.5 LockWaits after the batch began to wait, and none of
+// them is charged. Retried one by one, each would wait again and the later ones be charged.
+func TestTheChargesOfAHeldAccountFailTogetherAfterOneWait(t *testing.T) {
+	const lockWait = 2 * time.Second
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: lockWait, BatchWait: 30 * time.Second, Workers: 1})
+	a, keyA := fundedAccount(t, s, 500)
+	if _, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource("warm")); err != nil {
+		t.Fatal(err)
+	}
+	before := ledgerOf(t, s, a)
+	release := holdAccount(t, s, a)
+	ask := func(place string) <-chan chargeAnswer {
+		out := make(chan chargeAnswer, 1)
+		go func() {
+			res, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource(place))
+			out <- chargeAnswer{res, err}
+		}()
+		return out
+	}
+	first := ask("a0")
+	waitForLockWaiter(t, s) // the first batch waits for the row; the next charges queue behind it
+	var rest []<-chan chargeAnswer
+	for _, place := range []string{"a1", "a2", "a3", "a4"} {
+		rest = append(rest, ask(place))
+	}
+	if got := <-first; got.err == nil {
+		t.Fatalf("the first charge of the held account: %+v; want refused", got.res)
+	}
+	waitForLockWaiter(t, s) // the batch of the four waits
+	time.Sleep(lockWait * 3 / 2)
+	release()
+	for i, ch := range rest {
+		got := <-ch
+		if e := httpx.MapError(got.err); got.err == nil || e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+			t.Errorf("charge %d of the held account: %+v %v; want 503 unavailable, as its batch's", i+1, got.res, got.err)
+		}
+	}
+	if after := ledgerOf(t, s, a); after.balance != before.balance || after.events != before.events {
+		t.Fatalf("the held account's ledger moved: %+v -> %+v", before, after)
+	}
+}
