@@ -87,7 +87,7 @@ func (m *Meter) runUnderLock(batch []*pendingCharge) {
 			if e == nil {
 				continue
 			}
-			if isLockTimeout(e) || len(group) == 1 || !statementFailed(e) {
+			if isLockTimeout(e) || len(group) == 1 {
 				for _, p := range group {
 					p.res, p.err = ChargeResult{}, e
 				}
@@ -300,7 +300,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
 	}
 	rb := &pgx.Batch{}
 	rb.Queue("BEGIN")
-	rb.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", m.opts.LockWait.Milliseconds()))
+	rb.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", max(m.opts.LockWait.Milliseconds(), 1))) // 0 would be none
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
