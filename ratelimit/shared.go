@@ -29,6 +29,11 @@ type Shared struct {
 	mu        sync.Mutex
 	down      bool
 	nextProbe time.Time
+	// turns counts the changes between up and down. A call's answer moves the state only if
+	// none happened since the call started: a reply to a call sent before Redis died that
+	// arrives after another call's failure is no recovery, and a failure of a call sent before
+	// a recovery is no new outage (each outage is logged once, and its end once).
+	turns uint64
 }
 
 // Settings of the Redis client: short timeouts, so an unreachable Redis costs a request at
@@ -98,11 +103,12 @@ func (s *Shared) Describe() string {
 func (s *Shared) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
+	turn := s.turn()
 	err := s.redis.client.Ping(ctx).Err()
 	if err != nil {
-		s.failed(err)
+		s.failed(err, turn)
 	} else {
-		s.answered()
+		s.answered(turn)
 	}
 	return err
 }
@@ -112,19 +118,19 @@ func (s *Shared) Close() error { return s.redis.client.Close() }
 
 // Take counts one request in Redis, or in the process when Redis does not answer.
 func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time) Quota {
-	if s.tryRedis() {
+	if ok, turn := s.tryRedis(); ok {
 		rctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 		q, err := s.redis.Take(rctx, key, limit, now)
 		cancel()
 		switch {
 		case err == nil:
-			s.answered()
+			s.answered(turn)
 			s.local.follow(key, q, now)
 			return q
 		case ctx.Err() != nil:
 			// The client went away: no news about Redis.
 		default:
-			s.failed(err)
+			s.failed(err, turn)
 		}
 	}
 	return s.local.Take(ctx, key, limit, now)
@@ -156,40 +162,51 @@ func (l *Local) follow(key string, q Quota, now time.Time) {
 	l.windows[key] = &keyWindow{start: start, used: used}
 }
 
-// tryRedis reports whether this request asks Redis: always while it is up; while it is down,
-// one request per probeEvery.
-func (s *Shared) tryRedis() bool {
+// tryRedis reports whether this request asks Redis — always while it is up; while it is down,
+// one request per probeEvery — and the turn it asks in.
+func (s *Shared) tryRedis() (bool, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.down {
-		return true
+		return true, s.turns
 	}
 	now := time.Now()
 	if now.Before(s.nextProbe) {
-		return false
+		return false, s.turns
 	}
 	s.nextProbe = now.Add(s.probeEvery)
-	return true
+	return true, s.turns
 }
 
-func (s *Shared) failed(err error) {
+// turn is the number of changes between up and down so far.
+func (s *Shared) turn() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.turns
+}
+
+// failed records a call of turn that Redis did not answer.
+func (s *Shared) failed(err error, turn uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextProbe = time.Now().Add(s.probeEvery)
-	if s.down {
+	if s.down || turn != s.turns {
 		return
 	}
 	s.down = true
+	s.turns++
 	s.log.WithError(err).Warn("rate limiter: Redis unavailable; each process counts its own requests until it answers again")
 }
 
-func (s *Shared) answered() {
+// answered records a call of turn that Redis answered.
+func (s *Shared) answered(turn uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.down {
+	if !s.down || turn != s.turns {
 		return
 	}
 	s.down = false
+	s.turns++
 	s.log.Info("rate limiter: Redis answers again; requests are counted in Redis")
 }
 

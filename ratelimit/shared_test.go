@@ -2,13 +2,16 @@ package ratelimit
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/internal/redistest"
@@ -287,5 +290,38 @@ func TestARedisDroppingOutAgainAndAgainInOneWindowLetsOneProcessAdmitAtMostTwice
 	if blips < 2 || admitted > 2*limit {
 		t.Fatalf("one process admitted %d requests of one key in one window of limit %d over %d Redis drop-outs (Redis counted %s); want at most twice the limit (%d), over at least 2 drop-outs",
 			admitted, limit, blips, inRedis, 2*limit)
+	}
+}
+
+// A reply to a call sent before Redis died, arriving after another call's failure, is no
+// recovery; a failure of a call sent before a recovery is no new outage: each outage is logged
+// once and its end once, whatever order the replies of calls in flight arrive in.
+func TestRepliesOfCallsSentBeforeAChangeDoNotTurnTheLimiterAgain(t *testing.T) {
+	var logs bytes.Buffer
+	log := logrus.New()
+	log.SetOutput(&logs)
+	s := NewShared(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), log)
+	defer s.Close()
+	s.probeEvery = 0
+	_, before := s.tryRedis() // two calls in flight while Redis is up
+	s.failed(errors.New("EOF"), before)
+	s.answered(before) // the other call's reply, sent before Redis died
+	if !s.Down() {
+		t.Fatal("a reply to a call sent before the outage ended it")
+	}
+	ok, probe := s.tryRedis()
+	if !ok {
+		t.Fatal("no probe while down")
+	}
+	s.answered(probe)
+	if s.Down() {
+		t.Fatal("the probe's answer did not end the outage")
+	}
+	s.failed(errors.New("timeout"), before) // a call sent before the outage, timing out late
+	if s.Down() {
+		t.Fatal("a failure of a call sent before the recovery started a new outage")
+	}
+	if out, ended := strings.Count(logs.String(), "Redis unavailable"), strings.Count(logs.String(), "Redis answers again"); out != 1 || ended != 1 {
+		t.Fatalf("%d outage lines and %d recovery lines, want 1 and 1:\n%s", out, ended, logs.String())
 	}
 }
