@@ -561,6 +561,9 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 
 // segmentDone files a segment's state; the last one in merges them and finishes the stream.
 func (a *auditor) segmentDone(ctx context.Context, tx pgx.Tx, s *segment, st *streamState) error {
+	// A segment's day claims are not merged (each segment checks its own days): let them go
+	// now, not when the last segment is in, or a long stream's parts would hold every claim.
+	st.dayClaims.set = nil
 	a.mu.Lock()
 	seg := a.segments[s.stream.head.No]
 	seg.parts[s.index] = st
