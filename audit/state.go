@@ -165,7 +165,9 @@ func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) err
 	}
 	copy(s.hash[:], hash)
 	s.at = s.at.UTC()
-	s.keys.complete, s.keys.before = false, s.at
+	// What the stream's archived boundary says of its keys is older than this event, and the
+	// key facts between are not read: start from what is known here.
+	s.keys = keyTrack{before: s.at}
 	if s.info.account != "" {
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
