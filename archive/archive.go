@@ -385,6 +385,9 @@ func startFolding(id string, start eventstore.Boundary, ok bool) (*folding, erro
 		if s, err = DecodeAccountState(start.Account); err != nil {
 			return nil, fmt.Errorf("stream %s: boundary state: %w", id, err)
 		}
+		if s.Claims == nil {
+			s.claimsUnknown = domain.Day(start.At) // a state recorded before claims were: that day's are not known
+		}
 		f.account = &s
 	}
 	// A boundary that its own last event does not vouch for is not folded on from.

@@ -3,6 +3,7 @@ package archive
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -27,8 +28,27 @@ type AccountState struct {
 	// "Retention and archiving"). Empty, not nil, when they are recorded and there are none.
 	Payments []ArchivedPayment `json:"payments"`
 	Bonuses  []ArchivedBonus   `json:"bonuses"`
+	// Claims are the resources the account paid on the UTC day of its last archived fact, in
+	// the archived facts of that day: the meter's once-a-day rule does not stop at the
+	// boundary, so the audit goes on from them (a resource paid before the boundary and again
+	// after it the same day was paid twice). Nil in a state archived before they were recorded.
+	Claims *DayClaims `json:"claims,omitempty"`
 
 	days map[dayKey]*DaySum // while folding
+	// claimSet is Claims.Paid while folding; claimsUnknown is the day whose earlier claims the
+	// fold did not see (the day of a start state that records none).
+	claimSet      map[string]struct{}
+	claimsUnknown string
+}
+
+// DayClaims are an account's resources paid on one UTC day, as its archived facts tell them.
+type DayClaims struct {
+	Day  string   `json:"day"`
+	Paid []string `json:"paid"` // sorted
+	// Whole: the fold read every archived fact of the day (it did not start from a state of
+	// that day that records no claims), so a resource not in Paid was not paid that day before
+	// the boundary.
+	Whole bool `json:"whole"`
 }
 
 // ArchivedPayment is an archived CreditsPurchased fact: what its purchases row must say.
@@ -90,6 +110,7 @@ func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact, pa
 	s.AccountTotals.Add(f)
 	s.Balance = f.BalanceAfter
 	day := domain.Day(at)
+	s.claim(day, f)
 	closing := s.day(dayKey{day, ""})
 	if version > closing.Version {
 		closing.Version, closing.BalanceAfter = version, f.BalanceAfter
@@ -118,11 +139,11 @@ func (s *AccountState) add(version int64, at time.Time, f domain.AccountFact, pa
 	return nil
 }
 
-// withoutOnceLists returns the state's JSON without the payments and bonuses that other does
-// not record: how a fold is compared with a state recorded before they were (restore's
+// withoutOnceLists returns the state's JSON without the payments, bonuses and claims that other
+// does not record: how a fold is compared with a state recorded before they were (restore's
 // checkEnd).
 func withoutOnceLists(raw json.RawMessage, other AccountState) (json.RawMessage, error) {
-	if raw == nil || (other.Payments != nil && other.Bonuses != nil) {
+	if raw == nil || (other.Payments != nil && other.Bonuses != nil && other.Claims != nil) {
 		return raw, nil
 	}
 	s, err := DecodeAccountState(raw)
@@ -135,7 +156,32 @@ func withoutOnceLists(raw json.RawMessage, other AccountState) (json.RawMessage,
 	if other.Bonuses == nil {
 		s.Bonuses = nil
 	}
+	if other.Claims == nil {
+		s.Claims = nil
+	}
 	return json.Marshal(s)
+}
+
+// claim keeps the claims of the day of the newest fact folded, recorded on day: the resources
+// a charge of that day paid (a first-store charge carried past midnight for the day before, as
+// its payload's day says, claims nothing on it, as in the meter and the audit).
+func (s *AccountState) claim(day string, f domain.AccountFact) {
+	if s.Claims == nil || day > s.Claims.Day {
+		s.Claims = &DayClaims{Day: day, Paid: []string{}, Whole: day != s.claimsUnknown}
+		s.claimSet = map[string]struct{}{}
+	}
+	if s.claimSet == nil {
+		s.claimSet = make(map[string]struct{}, len(s.Claims.Paid))
+		for _, r := range s.Claims.Paid {
+			s.claimSet[r] = struct{}{}
+		}
+	}
+	if !f.Metered() || (f.Day != "" && f.Day != s.Claims.Day) {
+		return
+	}
+	for _, r := range f.Paid {
+		s.claimSet[r] = struct{}{}
+	}
 }
 
 func (s *AccountState) day(k dayKey) *DaySum {
@@ -147,8 +193,12 @@ func (s *AccountState) day(k dayKey) *DaySum {
 	return d
 }
 
-// settle turns the folding map back into the sorted Days.
+// settle turns the folding maps back into the sorted Days and Claims.Paid.
 func (s *AccountState) settle() {
+	if s.claimSet != nil {
+		s.Claims.Paid = slices.Sorted(maps.Keys(s.claimSet))
+		s.claimSet = nil
+	}
 	if s.days == nil {
 		return
 	}

@@ -16,8 +16,10 @@ const claimDiffsListed = 10
 // twice; one served free (deduplicated) that was not paid earlier that day was given away.
 //
 // The latter can be told only for a day whose start the audit read: a stream read from a
-// segment's start, an archived boundary or a range's start may have paid a resource earlier
-// that day, before what was read. Resources are kept as 128-bit hashes (two seeded maphash
+// segment's start or a range's start may have paid a resource earlier that day, before what
+// was read. At an archived boundary the set starts with the resources its state says were paid
+// on its day before it (archive.DayClaims), whole unless its archived facts of that day were not
+// all folded (a state recorded before the claims were). Resources are kept as 128-bit hashes (two seeded maphash
 // sums): no allocation per resource, and no two of a day's resources collide in practice.
 type dayClaims struct {
 	day      string // the claim day the set holds; "" before the first charge read

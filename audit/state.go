@@ -140,6 +140,14 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	for _, err := range archive.CheckArchivedSums(b, st, balance) {
 		s.diff("%v", err)
 	}
+	// The once-a-day rule goes on across the boundary: the resources paid on its day before it
+	// (recorded since they are; a boundary without them leaves that day's claims unknown).
+	if c := st.Claims; c != nil {
+		s.dayClaims = dayClaims{day: c.Day, complete: c.Whole, started: true, set: make(map[[2]uint64]struct{}, len(c.Paid))}
+		for _, r := range c.Paid {
+			s.dayClaims.set[claimKey(r)] = struct{}{}
+		}
+	}
 	folded := sums{AccountTotals: st.AccountTotals, version: b.Version, balance: balance}
 	s.all.merge(folded)
 	s.atBalance.merge(folded)
@@ -165,9 +173,10 @@ func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) err
 	}
 	copy(s.hash[:], hash)
 	s.at = s.at.UTC()
-	// What the stream's archived boundary says of its keys is older than this event, and the
-	// key facts between are not read: start from what is known here.
+	// What the stream's archived boundary says of its keys and claims is older than this
+	// event, and the events between are not read: start from what is known here.
 	s.keys = keyTrack{before: s.at}
+	s.dayClaims = dayClaims{}
 	if s.info.account != "" {
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
