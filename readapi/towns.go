@@ -66,7 +66,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error 
 		if err := row.Scan(&doc); err != nil {
 			return e, err
 		}
-		return e, json.Unmarshal(doc, &e)
+		if err := json.Unmarshal(doc, &e); err != nil {
+			return e, err
+		}
+		// Catalog dates are served in UTC (docs/limits.md, "Catalog import"), whatever offset
+		// the import gave them with; the stored record keeps it as imported.
+		e.StartDate = e.StartDate.UTC()
+		if e.EndDate != nil {
+			end := e.EndDate.UTC()
+			e.EndDate = &end
+		}
+		return e, nil
 	})
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
