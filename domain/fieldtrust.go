@@ -120,7 +120,8 @@ func fieldTrustOf(field string, obs []Observation, value any, now time.Time) *Fi
 		return nil
 	}
 	latest := map[string]Observation{} // per source, its newest observation
-	var newest time.Time
+	// Not the zero time: observations of the year 0000 are before it.
+	newest := obs[0].ObservedAt
 	for _, o := range obs {
 		if l, ok := latest[o.Source]; !ok || o.ObservedAt.After(l.ObservedAt) {
 			latest[o.Source] = o
@@ -156,6 +157,11 @@ func fieldTrustOf(field string, obs []Observation, value any, now time.Time) *Fi
 // same value.
 func normalizeObservedValue(field string, v any) string {
 	s, ok := v.(string)
+	if f, number := v.(float64); number && field == "phone" && f >= 0 && f == math.Trunc(f) && f < 1e21 {
+		// A phone given as a JSON number: its digits are the phone's, compared as written ones
+		// (a leading US 1 dropped).
+		s, ok = strconv.FormatFloat(f, 'f', -1, 64), true
+	}
 	if !ok {
 		// As JSON, maps with sorted keys, so equal objects compare equal.
 		if b, ok := appendJSONValue(nil, v); ok {
