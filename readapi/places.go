@@ -232,6 +232,7 @@ func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller)
 			Center:         placeindex.GeoPoint{Lat: *lat, Lng: *lng},
 			RadiusKm:       relatedRadiusKm,
 			CategoryPrefix: top,
+			ByCategory:     true, // a top level of "" (a category starting with ".") is one too
 			ExcludeID:      id,
 			Limit:          relatedLimit,
 		})

@@ -51,9 +51,12 @@ type ListQuery struct {
 type GeoQuery struct {
 	Center         GeoPoint
 	RadiusKm       float64
-	CategoryPrefix string // "" = any; else Category must equal it or start with CategoryPrefix+"."
-	ExcludeID      string // place to leave out ("" = none)
-	Limit, Offset  int
+	CategoryPrefix string // "" = any (unless ByCategory); else Category must equal it or start with CategoryPrefix+"."
+	// ByCategory applies CategoryPrefix even when it is "": the top level of a category such as
+	// ".misc" (related places share it) is "", which only categories starting with "." have.
+	ByCategory    bool
+	ExcludeID     string // place to leave out ("" = none)
+	Limit, Offset int
 }
 
 // Hit is one matching place.
@@ -109,10 +112,21 @@ func DistanceKm(a, b GeoPoint) float64 {
 // CategoryMatches reports whether category is prefix itself or lies below it
 // in the namespace: "food" matches "food" and "food.restaurant", never "foodtruck".
 func CategoryMatches(category, prefix string) bool {
-	if prefix == "" || category == prefix {
-		return true
+	return prefix == "" || CategoryWithin(category, prefix)
+}
+
+// CategoryWithin reports whether category is prefix itself or lies below it in the namespace,
+// "" included: "" holds "" and ".misc", never "food".
+func CategoryWithin(category, prefix string) bool {
+	return category == prefix || strings.HasPrefix(category, prefix) && category[len(prefix)] == '.'
+}
+
+// Matches reports whether a place of category is in q's category.
+func (q GeoQuery) Matches(category string) bool {
+	if q.ByCategory {
+		return CategoryWithin(category, q.CategoryPrefix)
 	}
-	return strings.HasPrefix(category, prefix) && category[len(prefix)] == '.'
+	return CategoryMatches(category, q.CategoryPrefix)
 }
 
 // Page returns the effective limit and offset: DefaultLimit for a zero or

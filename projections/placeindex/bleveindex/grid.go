@@ -98,7 +98,7 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 		return placeindex.Result{Hits: []placeindex.Hit{}}
 	}
 	match := func(p *point) bool {
-		return p.id != q.ExcludeID && placeindex.CategoryMatches(p.category, q.CategoryPrefix)
+		return p.id != q.ExcludeID && q.Matches(p.category)
 	}
 	near := nearest{keep: offset + limit}
 

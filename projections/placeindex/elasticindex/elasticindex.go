@@ -496,7 +496,7 @@ func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Res
 		DistanceType:     &geodistancetype.Arc,
 		GeoDistanceQuery: map[string]types.GeoLocation{"location": center},
 	}}}}
-	if q.CategoryPrefix != "" {
+	if q.CategoryPrefix != "" || q.ByCategory {
 		b.Filter = append(b.Filter, types.Query{Bool: &types.BoolQuery{
 			Should: []types.Query{
 				{Term: map[string]types.TermQuery{"category": {Value: q.CategoryPrefix}}},
