@@ -75,7 +75,13 @@ type accountsData struct {
 }
 
 func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
-	q := strings.TrimSpace(r.URL.Query().Get("q"))
+	// Strictly, as the account page's ledger cursor: a search url.Values would drop (a ';', a
+	// broken %-escape) would list every account as if it matched.
+	query, err := httpx.Query(r, "q")
+	if err != nil {
+		return result{status: http.StatusBadRequest, page: "accounts", title: "Accounts", data: accountsData{}}, errors.New(httpx.MapError(err).Message)
+	}
+	q := strings.TrimSpace(query.Get("q"))
 	res := result{page: "accounts", title: "Accounts", data: accountsData{Query: q}}
 	if len(q) > 200 {
 		res.status = http.StatusBadRequest
