@@ -106,14 +106,20 @@ func (h Accounts) Grant(ctx context.Context, outageID string) (BonusGrant, error
 // RunGrant credits the remaining accounts of a running grant, chunk by chunk, until it is done.
 // Several callers may run one grant at once: chunks serialize on the grant's row.
 func (h Accounts) RunGrant(ctx context.Context, outageID string, meta eventstore.Metadata) (BonusGrant, error) {
+	wait := false
 	for {
-		var done bool
+		var done, held bool
 		err := h.Store.WithTx(ctx, func(tx pgx.Tx) (err error) {
-			done, err = h.grantChunk(ctx, tx, outageID, meta)
+			done, held, err = h.grantChunk(ctx, tx, outageID, meta, wait)
 			return err
 		})
 		if err != nil {
 			return BonusGrant{}, err
+		}
+		// The chunk's first account is held by another transaction: it is waited for alone, in
+		// a chunk of its own that holds no other account meanwhile.
+		if wait = held; held {
+			continue
 		}
 		g, err := h.Grant(ctx, outageID)
 		if err != nil {
@@ -148,7 +154,14 @@ func (h Accounts) ResumeGrants(ctx context.Context, meta eventstore.Metadata) er
 
 // grantChunk credits the next chunk of eligible accounts after the grant's progress mark and
 // moves the mark, in tx. done is true when there was nothing left to credit.
-func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, meta eventstore.Metadata) (done bool, err error) {
+//
+// A chunk never waits for an account's row while holding others: it locks the rows it can
+// (SKIP LOCKED) and credits the accounts before the first one another transaction holds. When
+// that is the chunk's first account, nothing is written and held is true: the caller asks
+// again with wait, for a chunk of that one account, which waits for its row holding no other.
+// A row held for long (a hung admin command, an operator's open transaction) so delays the
+// grant, never the charges of the accounts around it.
+func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, meta eventstore.Metadata, wait bool) (done, held bool, err error) {
 	var (
 		g     BonusGrant
 		after string
@@ -156,33 +169,37 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	err = tx.QueryRow(ctx, `SELECT credits, reason, state, granted_at, after_account FROM bonus_grants WHERE outage_id = $1 FOR UPDATE`, outageID).
 		Scan(&g.Credits, &g.Reason, &g.State, &g.GrantedAt, &after)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if g.State == "done" {
-		return true, nil
+		return true, false, nil
+	}
+	chunk, lock := bonusChunk, "FOR UPDATE SKIP LOCKED"
+	if wait {
+		chunk, lock = 1, "FOR UPDATE"
 	}
 	// Eligible: a key that was usable when the grant was asked for — issued by then, and
 	// neither revoked nor past its grace at that instant — whatever happened to it since.
 	rows, err := tx.Query(ctx, `SELECT DISTINCT account_id FROM api_keys
 		WHERE account_id > $1 AND issued_at <= $2 AND (revoked_at IS NULL OR revoked_at > $2) AND (grace_until IS NULL OR grace_until > $2)
-		ORDER BY account_id LIMIT $3`, after, g.GrantedAt, bonusChunk)
+		ORDER BY account_id LIMIT $3`, after, g.GrantedAt, chunk)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	now := h.now()
 	if len(ids) == 0 {
 		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, now)
-		return true, err
+		return true, false, err
 	}
 	// Lock the chunk's accounts in account-id order (as charge batches do), then read their
 	// heads.
-	rows, err = tx.Query(ctx, `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE`, ids)
+	rows, err = tx.Query(ctx, `SELECT account_id, stream_no, balance FROM accounts WHERE account_id = ANY($1) ORDER BY account_id `+lock, ids)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	type locked struct {
 		id      string
@@ -192,7 +209,18 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	var accounts []locked
 	var l locked
 	if _, err := pgx.ForEachRow(rows, []any{&l.id, &l.no, &l.balance}, func() error { accounts = append(accounts, l); return nil }); err != nil {
-		return false, err
+		return false, false, err
+	}
+	if !wait {
+		// Only the accounts before the first one held elsewhere: the progress mark is one account.
+		n := 0
+		for n < len(accounts) && accounts[n].id == ids[n] {
+			n++
+		}
+		if n == 0 {
+			return false, true, nil
+		}
+		accounts, ids = accounts[:n], ids[:n]
 	}
 	nos := make([]int32, len(accounts))
 	for i, a := range accounts {
@@ -200,24 +228,24 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	}
 	heads, err := eventstore.HeadsByNo(ctx, tx, nos...)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	var b eventstore.Batch
 	for _, a := range accounts {
 		if _, err := b.Add(heads[a.no], now, eventstore.NewEvent{Type: domain.EventBonusGranted, Metadata: meta,
 			Payload: domain.BonusGranted{AccountID: a.id, OutageID: outageID, Credits: g.Credits, Reason: g.Reason,
 				Ledger: domain.Ledger{CreditsDelta: g.Credits, BalanceAfter: a.balance + g.Credits}}}); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	if err := eventstore.Write(ctx, tx, &b); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $2, bonus_credits = bonus_credits + $2 WHERE account_id = ANY($1)`,
 		ids, g.Credits); err != nil {
-		return false, err
+		return false, false, err
 	}
 	_, err = tx.Exec(ctx, `UPDATE bonus_grants SET after_account = $2, accounts = accounts + $3 WHERE outage_id = $1`,
 		outageID, ids[len(ids)-1], len(accounts))
-	return false, err
+	return false, false, err
 }
