@@ -63,6 +63,27 @@ func (f *fixture) waitForLockWaiters(n int) {
 	f.t.Fatalf("fewer than %d sessions came to wait on a lock", n)
 }
 
+// waitForGrantAskingForKeyGrantLock waits until a grant asks for the key/grant advisory lock
+// alone, as it does until every key change already asked for has committed (it asks again
+// rather than queue, so it is not always seen waiting on a lock).
+func (f *fixture) waitForGrantAskingForKeyGrantLock() {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var asking bool
+		if err := f.pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+				AND query LIKE '%advisory_xact_lock($1)%' AND state <> 'idle')`).Scan(&asking); err != nil {
+			f.t.Fatal(err)
+		}
+		if asking {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.t.Fatal("no grant came to ask for the key/grant lock")
+}
+
 func ledgerTypes(t *testing.T, f *fixture, acc string) []string {
 	t.Helper()
 	l := f.call("GET", "/admin/accounts/"+acc+"/ledger", "")
@@ -95,7 +116,7 @@ func TestAGrantDoesNotCreditAnAccountWhoseKeyWasRevokedBeforeIt(t *testing.T) {
 	f.waitForLockWaiters(1)
 	f.clock.Advance(time.Minute)
 	grant := f.callAsync("POST", "/admin/bonus-grants", `{"outage_id":"out-race-1","credits":250,"reason":"outage"}`)
-	f.waitForLockWaiters(2)
+	f.waitForGrantAskingForKeyGrantLock()
 
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -130,7 +151,7 @@ func TestAGrantCreditsAnAccountWhoseKeyWasIssuedBeforeIt(t *testing.T) {
 	f.waitForLockWaiters(1)
 	f.clock.Advance(time.Minute)
 	grant := f.callAsync("POST", "/admin/bonus-grants", `{"outage_id":"out-race-2","credits":250,"reason":"outage"}`)
-	f.waitForLockWaiters(2)
+	f.waitForGrantAskingForKeyGrantLock()
 
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

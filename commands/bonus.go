@@ -62,7 +62,7 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	// eligible, and one revoked there is not.
 	var first bool
 	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, keyGrantLock); err != nil {
+		if err := lockKeyChangesOut(ctx, tx); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
@@ -85,6 +85,25 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 		return BonusResult{}, err
 	}
 	return BonusResult{OutageID: outageID, Credits: g.Credits, Accounts: g.Accounts}, nil
+}
+
+// lockKeyChangesOut takes keyGrantLock alone in tx, once every key change holding it has
+// committed. It asks again until it gets it rather than waiting in PostgreSQL's queue: there
+// every key change asked for after it would wait behind it, for every account, as long as one
+// key change it waits for waits on its own account's row (held by a transaction that hangs),
+// and a compromised key could not be revoked meanwhile.
+func lockKeyChangesOut(ctx context.Context, tx pgx.Tx) error {
+	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, keyGrantLock).Scan(&ok); err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
 }
 
 // Grant returns a grant and its progress.
