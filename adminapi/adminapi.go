@@ -41,6 +41,10 @@ type Server struct {
 	Log   *logrus.Logger
 	// Clock decides which grace keys have expired when an account is shown; time.Now when nil.
 	Clock func() time.Time
+	// Imported, when set, is called after a catalog import has committed and before it is
+	// answered: serve waits there until this process's catalog read models (the catalog and
+	// its place index) hold the import, so the read API serves it once the 200 is received.
+	Imported func(ctx context.Context) error
 }
 
 // Handler returns the admin API's routes, wrapped in request id, access log and auth.

@@ -240,6 +240,14 @@ func (s *Server) importCatalog(w http.ResponseWriter, r *http.Request) {
 		// from PostgreSQL's connection is 503).
 		err = httpx.BadRequest("cannot read the request body: %v", body.err)
 	}
+	if err == nil && s.Imported != nil {
+		// The import has committed: a failure to see it in the read models (the caller gone,
+		// the database lost meanwhile) does not make it less imported.
+		if werr := s.Imported(r.Context()); werr != nil {
+			s.logger().WithError(werr).WithField("request_id", httpx.RequestIDFrom(r.Context())).
+				Warn("catalog import committed; waiting for the read models to hold it failed")
+		}
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

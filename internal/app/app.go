@@ -144,6 +144,11 @@ type Options struct {
 // deletes the dedup claims of past days (commands.Maintain).
 const maintenanceEvery = time.Minute
 
+// importVisibleWait bounds how long POST /admin/catalog/import waits, once committed, for this
+// process's catalog read models to hold the import before it answers (docs/api.md, "Catalog
+// import").
+const importVisibleWait = 10 * time.Second
+
 // DefaultGOGC sets the collector's target (GOGC) to percent unless the operator set GOGC in
 // the environment, and returns what puts the previous target back.
 func DefaultGOGC(percent int) (restore func()) {
@@ -266,6 +271,23 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			Token: cfg.AdminToken,
 			Log:   log,
 			Clock: clock,
+		}
+		// What the read API serves of the catalog comes from these read models: an import is
+		// answered once those this process runs hold it (docs/api.md, "Catalog import").
+		var catalogViews []projections.Projection
+		for _, p := range ps {
+			if n := p.Name(); n == "catalog" || n == "placeindex" {
+				catalogViews = append(catalogViews, p)
+			}
+		}
+		if len(catalogViews) > 0 {
+			admin.Imported = func(ctx context.Context) error {
+				// Bounded: read models held back (a long transaction, Elasticsearch down) delay
+				// the answer, never withhold it; the import is committed either way.
+				ctx, cancel := context.WithTimeout(ctx, importVisibleWait)
+				defer cancel()
+				return projections.WaitCaughtUp(ctx, pool, catalogViews)
+			}
 		}
 		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
 			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
