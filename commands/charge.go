@@ -24,6 +24,7 @@ import (
 // with them.
 func (m *Meter) runBatch(batch []*pendingCharge) {
 	slices.SortStableFunc(batch, func(a, b *pendingCharge) int { return strings.Compare(a.req.AccountID, b.req.AccountID) })
+	defer m.noteHeld(batch)
 	redo := m.commitFromMemory(batch)
 	if m.opts.OnDecided != nil {
 		m.opts.OnDecided(len(batch)-len(redo), len(redo))
@@ -50,22 +51,60 @@ func (m *Meter) runBatch(batch []*pendingCharge) {
 	}
 }
 
-// runUnderLock runs charges through commitUnderLock, once more after a failure that a second
-// try can get past, and each on its own when one statement failed for the whole batch.
+// noteHeld records, once a batch is answered, the accounts whose row another transaction held
+// past the wait (heldAccounts), and lets go of those that got their row.
+func (m *Meter) noteHeld(batch []*pendingCharge) {
+	now := time.Now()
+	for i, p := range batch {
+		if i > 0 && p.req.AccountID == batch[i-1].req.AccountID {
+			continue
+		}
+		switch {
+		case isLockTimeout(p.err):
+			m.held.mark(p.req.AccountID, now)
+		case p.err == nil:
+			m.held.clear(p.req.AccountID)
+		}
+	}
+}
+
+// runUnderLock runs charges under their accounts' locks: those of accounts whose row was held
+// the last time (heldAccounts) apart, waiting for it only MeterOptions.HeldWait, the others
+// waiting MeterOptions.LockWait.
 func (m *Meter) runUnderLock(batch []*pendingCharge) {
-	err := m.commitUnderLock(batch)
+	now := time.Now()
+	var free, held []*pendingCharge
+	for _, p := range batch {
+		if m.held.is(p.req.AccountID, now) {
+			held = append(held, p)
+		} else {
+			free = append(free, p)
+		}
+	}
+	if len(free) > 0 {
+		m.runUnderLockWaiting(free, m.opts.LockWait)
+	}
+	if len(held) > 0 {
+		m.runUnderLockWaiting(held, m.opts.HeldWait)
+	}
+}
+
+// runUnderLockWaiting runs charges through commitUnderLock, once more after a failure that a
+// second try can get past, and each on its own when one statement failed for the whole batch.
+func (m *Meter) runUnderLockWaiting(batch []*pendingCharge, wait time.Duration) {
+	err := m.commitUnderLock(batch, wait)
 	var stale *connectionLostBeforeWrite
 	if eventstore.IsLockConflict(err) || errors.Is(err, eventstore.ErrNoPartition) || errors.As(err, &stale) {
 		if errors.Is(err, eventstore.ErrNoPartition) {
 			_, _ = eventstore.EnsurePartitions(context.Background(), m.store.Pool)
 		}
-		err = m.commitUnderLock(batch)
+		err = m.commitUnderLock(batch, wait)
 	}
 	if err != nil && len(batch) > 1 && statementFailed(err) {
 		// The transaction was rolled back because a statement failed: find the account, then
 		// the charge, that broke it, so that it fails alone. An account whose row another
 		// transaction holds (lock_timeout) fails all its charges at once: each run on its own
-		// would wait LockWait again, and every batch of the process with it.
+		// would wait again, and every batch of the process with it.
 		first := err
 		lockHeld := isLockTimeout(err)
 		err = nil
@@ -83,7 +122,7 @@ func (m *Meter) runUnderLock(batch []*pendingCharge) {
 				}
 				continue
 			}
-			e := m.commitUnderLock(group)
+			e := m.commitUnderLock(group, wait)
 			if e == nil {
 				continue
 			}
@@ -94,7 +133,7 @@ func (m *Meter) runUnderLock(batch []*pendingCharge) {
 				continue
 			}
 			for _, p := range group {
-				if e := m.commitUnderLock([]*pendingCharge{p}); e != nil {
+				if e := m.commitUnderLock([]*pendingCharge{p}, wait); e != nil {
 					p.res, p.err = ChargeResult{}, e
 				}
 			}
@@ -272,7 +311,7 @@ const (
 // accounts' stream heads; the dedup claims the meter lacks are read (readClaims); round trip 2
 // is kyapi_charge and COMMIT. It sets each charge's answer; an error is the batch's: nothing of
 // it was written, or — domain.ErrOutcomeUnknown — it cannot be known whether it was.
-func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
+func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) error {
 	// Not a request's context: a cancelled statement would break everyone's transaction.
 	ctx, cancel := context.WithTimeout(context.Background(), m.opts.BatchWait)
 	defer cancel()
@@ -300,7 +339,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge) error {
 	}
 	rb := &pgx.Batch{}
 	rb.Queue("BEGIN")
-	rb.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", max(m.opts.LockWait.Milliseconds(), 1))) // 0 would be none
+	rb.Queue(fmt.Sprintf("SET LOCAL lock_timeout = %d", max(lockWait.Milliseconds(), 1))) // 0 would be none
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)

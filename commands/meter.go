@@ -74,6 +74,12 @@ type MeterOptions struct {
 	// batch). The batch decided from memory never waits for a row lock: kyapi_charge skips an
 	// account it cannot lock at once (migration 0027) and the meter decides it again this way.
 	LockWait time.Duration
+	// HeldWait (default LockWait/20, at least a millisecond, at most LockWait) is how long a
+	// batch waits for the row of an account whose row another transaction held past the wait
+	// the last time (heldAccounts): while it stays held, its charges fail after HeldWait, not
+	// LockWait, and the batches of the process, which wait for them, with them; once it is let
+	// go its next charge takes it as ever.
+	HeldWait time.Duration
 	// Hooks let tests act where failures matter; nil in production.
 	Hooks MeterHooks
 }
@@ -122,6 +128,7 @@ type Meter struct {
 
 	claims *claimCache
 	states *stateCache
+	held   heldAccounts
 
 	// mu guards the lanes' queues and the batches in flight; each lane's worker waits on its
 	// own condition of it.
@@ -172,6 +179,10 @@ func NewMeter(store *eventstore.Store, clock func() time.Time, opts MeterOptions
 		opts.LockWait = lockWait
 	}
 	opts.LockWait = min(opts.LockWait, opts.BatchWait/2)
+	if opts.HeldWait <= 0 {
+		opts.HeldWait = max(opts.LockWait/20, time.Millisecond)
+	}
+	opts.HeldWait = min(opts.HeldWait, opts.LockWait)
 	m := &Meter{store: store, clock: clock, opts: opts, keys: NewKeyCache(store.Pool),
 		claims: newClaimCache(opts.MaxClaims), states: newStateCache(opts.MaxAccounts)}
 	m.keys.LookupWait = opts.BatchWait

@@ -123,7 +123,9 @@ func TestAnAccountHeldByAStuckTransactionFailsAloneAndItsBatchIsAnsweredAtOnce(t
 // them is charged. Retried one by one, each would wait again and the later ones be charged.
 func TestTheChargesOfAHeldAccountFailTogetherAfterOneWait(t *testing.T) {
 	const lockWait = 2 * time.Second
-	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: lockWait, BatchWait: 30 * time.Second, Workers: 1})
+	// HeldWait as long as LockWait: the second batch waits for the row as the first did (a held
+	// account's later charges otherwise wait less, as the next test shows).
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: lockWait, HeldWait: lockWait, BatchWait: 30 * time.Second, Workers: 1})
 	a, keyA := fundedAccount(t, s, 500)
 	if _, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource("warm")); err != nil {
 		t.Fatal(err)
@@ -158,5 +160,48 @@ func TestTheChargesOfAHeldAccountFailTogetherAfterOneWait(t *testing.T) {
 	}
 	if after := ledgerOf(t, s, a); after.balance != before.balance || after.events != before.events {
 		t.Fatalf("the held account's ledger moved: %+v -> %+v", before, after)
+	}
+}
+
+// Once a batch has waited LockWait for an account's row in vain, that account's next charges
+// wait for it only HeldWait while it stays held, and so do the batches of the process that
+// hold them: a row an operator's transaction keeps for minutes, with the account's clients
+// asking all along, must not stall the process's batches for LockWait one after another. Each
+// charge still fails 503 with nothing charged, and once the row is let go the account is
+// charged as ever. Measured side by side: three charges after the first failure take less
+// than the first one's wait (LockWait each before).
+func TestAHeldAccountsLaterChargesFailWithoutWaitingTheWholeLockWait(t *testing.T) {
+	const lockWait = 2 * time.Second
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: lockWait, BatchWait: 30 * time.Second})
+	a, keyA := fundedAccount(t, s, 500)
+	if _, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource("warm")); err != nil {
+		t.Fatal(err)
+	}
+	before := ledgerOf(t, s, a)
+	release := holdAccount(t, s, a)
+	unavailable := func(place string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		res, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource(place))
+		if e := httpx.MapError(err); err == nil || e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+			t.Fatalf("a charge of the held account (%s): %+v %v; want 503 unavailable", place, res, err)
+		}
+		return time.Since(start)
+	}
+	first := unavailable("a0")
+	var later time.Duration
+	for _, place := range []string{"a1", "a2", "a3"} {
+		later += unavailable(place)
+	}
+	if later >= first {
+		t.Errorf("three charges of the still-held account took %v, the first alone %v: each waited the whole LockWait again", later, first)
+	}
+	release()
+	if after := ledgerOf(t, s, a); after.balance != before.balance || after.events != before.events {
+		t.Fatalf("the held account's ledger moved: %+v -> %+v", before, after)
+	}
+	res, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource("a1"))
+	if err != nil || res.Credits != 1 {
+		t.Fatalf("the account once its row was let go: %+v %v; want charged", res, err)
 	}
 }
