@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,11 +244,14 @@ func TestAMultiFileImportAndAnAdminImportOfTheSameRecordsBothLand(t *testing.T) 
 	}
 	files := []string{lineA, lineB}
 	reached, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	cli := make(chan error, 1)
 	go func() {
 		_, err := h.HandleBatches(ctx, 2, func(i int) (io.ReadCloser, error) {
 			if i == 1 {
-				close(reached) // file 0 (plc_a) is appended and its head locked
+				// file 0 (plc_a) is appended and its head locked. The deadlock's retry
+				// opens the files again: only the first pass signals.
+				once.Do(func() { close(reached) })
 				<-release
 			}
 			return io.NopCloser(strings.NewReader(files[i])), nil
