@@ -275,12 +275,44 @@ func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, e
 // eligibility — keys usable at its granted_at — agrees with what was committed by then.
 const keyGrantLock = 72100021
 
+// grantPendingLock is held alone by a grant waiting for keyGrantLock (an advisory lock). Key
+// changes asked for meanwhile yield to it for up to keyChangeYield before they take
+// keyGrantLock shared: a stream of key changes that keep overlapping would otherwise keep the
+// grant from ever finding keyGrantLock free. The yield is bounded, so a revoke still goes
+// through while a grant waits for a key change stuck on its account's row.
+const grantPendingLock = 72100022
+
+// keyChangeYield is the longest a key change yields to a pending grant.
+var keyChangeYield = 250 * time.Millisecond
+
+// yieldToPendingGrant returns once no grant is waiting for keyGrantLock, or after
+// keyChangeYield. It never holds grantPendingLock past its own statement (a session lock
+// taken and let go at once), so a grant never waits for a key change here.
+func yieldToPendingGrant(ctx context.Context, tx pgx.Tx) error {
+	deadline := time.Now().Add(keyChangeYield)
+	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
+		var free bool
+		if err := tx.QueryRow(ctx, `SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN pg_advisory_unlock_shared($1) ELSE false END`,
+			grantPendingLock).Scan(&free); err != nil || free || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause):
+		}
+	}
+}
+
 // keyChangeTime is the instant a key change in tx is recorded at, taken once tx holds
 // keyGrantLock shared: a grant asked for before it has committed its granted_at and is
 // waited for no longer, and one asked for after it waits for tx to commit. It is later than
 // every granted_at already recorded, so that a key change a grant did not see is never
 // recorded at or before that grant's instant (which would make the account eligible).
 func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+	if err := yieldToPendingGrant(ctx, tx); err != nil {
+		return time.Time{}, err
+	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, keyGrantLock); err != nil {
 		return time.Time{}, err
 	}

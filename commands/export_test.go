@@ -1,6 +1,9 @@
 package commands
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // ClaimEventsSQL lets a test EXPLAIN the meter's read of an account's charges.
 const ClaimEventsSQL = claimEventsSQL
@@ -14,4 +17,12 @@ func SetCatalogWriteBytes(n int) (restore func()) {
 	was := catalogWriteBytes
 	catalogWriteBytes = n
 	return func() { catalogWriteBytes = was }
+}
+
+// SetKeyChangeYield sets how long a key change yields to a pending grant, and returns what
+// puts it back.
+func SetKeyChangeYield(d time.Duration) (restore func()) {
+	was := keyChangeYield
+	keyChangeYield = d
+	return func() { keyChangeYield = was }
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
@@ -94,6 +95,88 @@ wait:
 		t.Errorf("y's balance %d, want 0: its only key was revoked before the grant was made", b)
 	}
 	auditClean(t, s.pool)
+}
+
+// A grant waiting for a key change in progress is not overtaken by key changes asked for
+// meanwhile: they yield to it (docs/api.md, "Bonus grants"), so a stream of key changes that
+// keep overlapping cannot keep it waiting for good. Here the key change in progress waits on
+// its account's held row; a key issued to another account while the grant waits is recorded
+// after the grant, once the held row is let go, and the grant does not reach that account.
+func TestAKeyChangeAskedForWhileAGrantWaitsIsRecordedAfterTheGrant(t *testing.T) {
+	defer commands.SetKeyChangeYield(time.Minute)() // longer than this test: it yields until the grant is made
+	dbURL, clk := pgtest.NewDatabase(t), &clock{now: noon}
+	s := newStack(t, dbURL, clk)
+	o := newStack(t, dbURL, clk)
+	meta := eventstore.Metadata{}
+	x, err := s.accounts.OpenAccount(ctx, "Held Co", "held@test.example", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, err := s.accounts.OpenAccount(ctx, "Late Co", "late@test.example", meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdAccount(t, o, x)
+	issuedX := make(chan error, 1)
+	go func() {
+		_, err := s.accounts.IssueKey(ctx, x, meta)
+		issuedX <- err
+	}()
+	waitForLockWaiter(t, o) // x's key issue holds the key/grant lock shared and waits for x's row
+	granted := make(chan error, 1)
+	go func() {
+		_, err := s.accounts.GrantBonus(ctx, "outage-overtaken", 10, "outage", meta)
+		granted <- err
+	}()
+	waitFor(t, o, `SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid = 72100022 AND mode = 'ExclusiveLock' AND granted)`)
+	issuedZ := make(chan error, 1)
+	go func() {
+		_, err := s.accounts.IssueKey(ctx, z, meta)
+		issuedZ <- err
+	}()
+	// z's key issue yields to the grant: it is not recorded while the grant waits.
+	for yielding := false; !yielding; {
+		select {
+		case err := <-issuedZ:
+			release()
+			t.Fatalf("z's key issue returned (%v) while the grant waited for x's", err)
+		default:
+		}
+		if err := o.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+			AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock_shared%')`).Scan(&yielding); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release()
+	for _, c := range []chan error{issuedX, granted, issuedZ} {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := ledgerOf(t, s, x).balance; b != 10 {
+		t.Errorf("x's balance %d, want the grant's 10: its key issue was asked for before the grant", b)
+	}
+	if b := ledgerOf(t, s, z).balance; b != 0 {
+		t.Errorf("z's balance %d, want 0: its key was issued after the grant (it yielded to it)", b)
+	}
+	auditClean(t, s.pool)
+}
+
+// waitFor polls query (one boolean) until it is true.
+func waitFor(t *testing.T, s stack, query string) {
+	t.Helper()
+	for {
+		var ok bool
+		if err := s.pool.QueryRow(ctx, query).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // grantAskingForKeyGrantLock tells whether a grant is asking for keyGrantLock alone: its
