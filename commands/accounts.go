@@ -329,13 +329,21 @@ func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, erro
 	return now, nil
 }
 
-// ValidateReference checks a payment reference or an outage id: 1 to 200 bytes, and no white
-// space or control character at either end, which a person reading it could not see. Two
+// ValidateReference checks a payment reference or an outage id: 1 to 200 bytes of UTF-8
+// without NUL, and no white space or control character at either end, which a person reading it could not see. Two
 // references that differ are never taken for one, so "pay-7 " is refused, not read as "pay-7".
 // The console checks what an operator typed with it before it shows anything to confirm.
 func ValidateReference(field, ref string) error {
 	if ref == "" || len(ref) > 200 {
 		return &domain.ValidationError{Field: field, Message: "is required (at most 200 characters)"}
+	}
+	// A form field (the console) carries bytes as sent: PostgreSQL would refuse them, and a
+	// page showing them would alter them.
+	if !utf8.ValidString(ref) {
+		return &domain.ValidationError{Field: field, Message: "must be UTF-8 text"}
+	}
+	if strings.ContainsRune(ref, 0) {
+		return &domain.ValidationError{Field: field, Message: "NUL characters (\\u0000) are not allowed"}
 	}
 	first, _ := utf8.DecodeRuneInString(ref)
 	last, _ := utf8.DecodeLastRuneInString(ref)

@@ -407,8 +407,11 @@ func (s *Server) bonusPage(r *http.Request, _ *session) (result, error) {
 func (s *Server) bonusReview(r *http.Request, _ *session) (result, error) {
 	d, err := bonusInput(r)
 	if err == nil {
-		if _, gerr := s.Accounts.Grant(r.Context(), d.OutageID); gerr == nil {
+		switch _, gerr := s.Accounts.Grant(r.Context(), d.OutageID); {
+		case gerr == nil:
 			err = &domain.ValidationError{Field: "outage_id", Message: "already has a grant (listed below); a grant is made once per outage"}
+		case !errors.Is(gerr, domain.ErrGrantNotFound):
+			return result{}, gerr // not known to be unused: nothing to confirm
 		}
 	}
 	if err == nil {

@@ -144,3 +144,36 @@ func TestTheConsoleGrantsTheOutageIDAsTyped(t *testing.T) {
 		t.Errorf("the console recorded a grant under %q for the outage id typed as %q: %s", "out-1", typed, body)
 	}
 }
+
+// A form carries bytes as sent, where the admin API's JSON carries text. An outage id or a
+// payment reference that is not UTF-8, or holds a NUL, is refused with 400 naming its field,
+// at review (no confirm form: the page could not show it unaltered, and a NUL shown and sent
+// back is another id) and at confirm. Nothing is recorded.
+func TestTheConsoleRefusesAReferenceThatIsNotText(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Bytes Co", "bytes@example.com")
+	if st, body := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys", ""); st != http.StatusCreated {
+		t.Fatalf("issue key: %d %s", st, body) // so that a grant would reach the account
+	}
+	c, csrf := signedInConsole(t, svc)
+	for _, typed := range []string{"out\x00-1", "out-\xff\xfe", "pay\x00-1", "pay-\xc3"} {
+		path, field, form := "/console/bonus-grants", "outage_id", url.Values{"csrf": {csrf}, "outage_id": {typed}, "credits": {"10"}, "reason": {"r"}}
+		if strings.HasPrefix(typed, "pay") {
+			path, field, form = "/console/accounts/"+id+"/purchases", "payment_ref", url.Values{"csrf": {csrf}, "dollars": {"5"}, "amount_cents": {"500"}, "payment_ref": {typed}}
+		}
+		for _, step := range []string{path + "/review", path} {
+			resp, err := c.PostForm(svc.AdminURL+step, form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			page := readAll(t, resp)
+			if resp.StatusCode != http.StatusBadRequest || hiddenField(field).MatchString(page) || !strings.Contains(page, field+": ") {
+				t.Errorf("POST %s with %s %q: %d (confirm form shown: %v), want 400 naming %s and no confirm form",
+					step, field, typed, resp.StatusCode, hiddenField(field).MatchString(page), field)
+			}
+		}
+	}
+	if b := balanceViaAdmin(t, svc, id); b != 0 {
+		t.Errorf("balance %d after refused grants and purchases, want 0", b)
+	}
+}
