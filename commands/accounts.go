@@ -275,25 +275,25 @@ func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, e
 // eligibility — keys usable at its granted_at — agrees with what was committed by then.
 const keyGrantLock = 72100021
 
-// grantPendingLock is held alone by a grant waiting for keyGrantLock (an advisory lock). Key
-// changes asked for meanwhile yield to it for up to keyChangeYield before they take
-// keyGrantLock shared: a stream of key changes that keep overlapping would otherwise keep the
-// grant from ever finding keyGrantLock free. The yield is bounded, so a revoke still goes
-// through while a grant waits for a key change stuck on its account's row.
+// grantPendingLock is asked for alone by a grant before it asks for keyGrantLock (an advisory
+// lock), and shared by key changes before they take keyGrantLock shared. A key change that
+// cannot have it at once (a grant holds it or queues for it) yields for up to keyChangeYield:
+// the key changes in progress, once committed, leave keyGrantLock free for the grant, where a
+// stream of key changes that keep overlapping would otherwise keep it waiting for good. The
+// yield is bounded, so a revoke still goes through while a grant waits for a key change stuck
+// on its account's row.
 const grantPendingLock = 72100022
 
 // keyChangeYield is the longest a key change yields to a pending grant.
 var keyChangeYield = 250 * time.Millisecond
 
-// yieldToPendingGrant returns once no grant is waiting for keyGrantLock, or after
-// keyChangeYield. It never holds grantPendingLock past its own statement (a session lock
-// taken and let go at once), so a grant never waits for a key change here.
+// yieldToPendingGrant takes grantPendingLock shared in tx, or gives up after keyChangeYield.
+// It only ever tries: a key change never queues behind a grant.
 func yieldToPendingGrant(ctx context.Context, tx pgx.Tx) error {
 	deadline := time.Now().Add(keyChangeYield)
 	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
-		var free bool
-		if err := tx.QueryRow(ctx, `SELECT CASE WHEN pg_try_advisory_lock_shared($1) THEN pg_advisory_unlock_shared($1) ELSE false END`,
-			grantPendingLock).Scan(&free); err != nil || free || time.Now().After(deadline) {
+		var got bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared($1)`, grantPendingLock).Scan(&got); err != nil || got || time.Now().After(deadline) {
 			return err
 		}
 		select {

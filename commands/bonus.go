@@ -91,11 +91,11 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 // committed. It asks again until it gets it rather than waiting in PostgreSQL's queue: there
 // every key change asked for after it would wait behind it, for every account, as long as one
 // key change it waits for waits on its own account's row (held by a transaction that hangs),
-// and a compromised key could not be revoked meanwhile. It holds grantPendingLock while it
-// asks, so key changes asked for meanwhile yield to it for a moment (yieldToPendingGrant) and
-// the ones in progress, once committed, leave keyGrantLock free for it.
+// and a compromised key could not be revoked meanwhile. It first queues for grantPendingLock,
+// behind the key changes in progress that hold it shared: key changes asked for from then on
+// cannot have it and yield for a moment (yieldToPendingGrant), so those in progress, once
+// committed, leave keyGrantLock free for it.
 func lockKeyChangesOut(ctx context.Context, tx pgx.Tx) error {
-	// Grants queue for it among themselves alone: no key change holds it.
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, grantPendingLock); err != nil {
 		return err
 	}

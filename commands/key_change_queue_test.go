@@ -128,8 +128,9 @@ func TestAKeyChangeAskedForWhileAGrantWaitsIsRecordedAfterTheGrant(t *testing.T)
 		_, err := s.accounts.GrantBonus(ctx, "outage-overtaken", 10, "outage", meta)
 		granted <- err
 	}()
+	// The grant queues for the pending-grant lock behind x's key issue.
 	waitFor(t, o, `SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory'
-		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid = 72100022 AND mode = 'ExclusiveLock' AND granted)`)
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid = 72100022 AND mode = 'ExclusiveLock')`)
 	issuedZ := make(chan error, 1)
 	go func() {
 		_, err := s.accounts.IssueKey(ctx, z, meta)
@@ -144,7 +145,7 @@ func TestAKeyChangeAskedForWhileAGrantWaitsIsRecordedAfterTheGrant(t *testing.T)
 		default:
 		}
 		if err := o.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
-			AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_lock_shared%')`).Scan(&yielding); err != nil {
+			AND pid <> pg_backend_pid() AND query LIKE '%pg_try_advisory_xact_lock_shared%')`).Scan(&yielding); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
