@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -294,6 +295,13 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
 	}
 	var servers []*http.Server
+	// However Serve returns, no server outlives it: the admin server is closed, not left
+	// serving, when a step after it opened fails (the read port in use, the rate limiter).
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
 	errc := make(chan error, 2)
 	listen := func(name, addr string, h http.Handler, tls bool) error {
 		ln, err := net.Listen("tcp", addr)
@@ -358,12 +366,29 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	case err = <-errc:
 	}
 	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	for _, s := range servers {
-		_ = s.Shutdown(shutdownCtx)
-	}
+	shutdown(servers, shutdownWait)
 	return err
+}
+
+// shutdownWait is how long a stopping serve waits for the requests in flight.
+var shutdownWait = 15 * time.Second
+
+// shutdown stops every server accepting at once, so that none takes new (paid) requests while
+// another drains, and waits up to wait for their requests in flight. A server still busy then
+// has its connections cut: its handlers' contexts end and they let go of their pooled
+// connections, which the pool's Close waits for.
+func shutdown(servers []*http.Server, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		wg.Go(func() {
+			if s.Shutdown(ctx) != nil {
+				_ = s.Close()
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // OpenLimiter is the read API's rate limiter: shared in Redis when REDIS_URL is set (with the

@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -76,5 +77,36 @@ func TestAnUnreadableSigningKeyStopsServeBeforeItsCatchUp(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "projections ready") {
 		t.Errorf("caught its projections up before reading the key:\n%s", out.String())
+	}
+}
+
+// A serve whose read port is in use, after its admin API opened, ends with that error and
+// leaves nothing listening: the admin API of a process that failed to start is closed.
+func TestAServeWhoseReadPortIsInUseClosesItsAdminAPI(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: busy.Addr().String(), AdminAddr: "127.0.0.1:0",
+		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	var adminAddr string
+	err = app.Serve(context.Background(), cfg, log, app.Options{Read: true, Admin: true, Projections: true,
+		Listening: func(api, addr string) {
+			if api == "admin" {
+				adminAddr = addr
+			}
+		}})
+	if err == nil || !strings.Contains(err.Error(), "read API") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve with its read port in use: %v", err)
+	}
+	if adminAddr == "" {
+		t.Fatal("the admin API never listened: nothing was tested")
+	}
+	if c, err := net.Dial("tcp", adminAddr); err == nil {
+		c.Close()
+		t.Fatalf("the admin API at %s still takes connections after serve returned", adminAddr)
 	}
 }
