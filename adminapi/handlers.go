@@ -1,7 +1,6 @@
 package adminapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -105,8 +104,11 @@ func (s *Server) grantBonus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// A grant runs to its end even if the caller goes away or the write timeout cuts the
-	// answer: left half done it would wait for someone to ask again (docs/api.md).
-	res, err := s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), body.OutageID, credits, body.Reason, meta(r))
+	// answer: left half done it would wait for someone to ask again (docs/api.md). A process
+	// stopping for good ends it; the next start finishes it.
+	ctx, cancel := httpx.Detach(r.Context())
+	defer cancel()
+	res, err := s.Accounts.GrantBonus(ctx, body.OutageID, credits, body.Reason, meta(r))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -191,7 +191,9 @@ func (s *Server) issueKey(r *http.Request, sess *session) (result, error) {
 	defer close(issue.done)
 	// Not cancelled with the request: a browser abandons the first request of a double click,
 	// and the second, waiting for this one, must get its key (docs/operations.md).
-	key, err := s.Accounts.IssueKeyReplacing(context.WithoutCancel(r.Context()), id, r.PostFormValue("from_key"), meta(r))
+	ctx, cancel := httpx.Detach(r.Context())
+	defer cancel()
+	key, err := s.Accounts.IssueKeyReplacing(ctx, id, r.PostFormValue("from_key"), meta(r))
 	if errors.Is(err, commands.ErrKeysChanged) {
 		err = &domain.ValidationError{Field: "from_key", Message: "the account's keys changed since this page was shown; nothing was issued: check its keys below before you rotate again"}
 	}
@@ -447,7 +449,9 @@ func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
 	d, err := bonusInput(r)
 	var res commands.BonusResult
 	if err == nil {
-		res, err = s.Accounts.GrantBonus(context.WithoutCancel(r.Context()), d.OutageID, d.Credits, d.Reason, meta(r))
+		ctx, cancel := httpx.Detach(r.Context())
+		defer cancel()
+		res, err = s.Accounts.GrantBonus(ctx, d.OutageID, d.Credits, d.Reason, meta(r))
 	}
 	if err == nil && res.Replayed {
 		// Granted before (this form sent twice, or the outage granted meanwhile): this form

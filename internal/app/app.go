@@ -295,9 +295,13 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
 	}
 	var servers []*http.Server
+	// stopNow ends what the servers' handlers run detached from their requests (httpx.Detach:
+	// a bonus grant, a console key replacement) once the process stops for good.
+	processStop, stopNow := context.WithCancel(context.Background())
 	// However Serve returns, no server outlives it: the admin server is closed, not left
 	// serving, when a step after it opened fails (the read port in use, the rate limiter).
 	defer func() {
+		stopNow()
 		for _, s := range servers {
 			_ = s.Close()
 		}
@@ -309,6 +313,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			return fmt.Errorf("%s API: %w", name, err)
 		}
 		srv := NewHTTPServer(h)
+		srv.BaseContext = func(net.Listener) context.Context { return httpx.WithProcessStop(context.Background(), processStop) }
 		servers = append(servers, srv)
 		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
 		if name == "admin" {
@@ -366,7 +371,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	case err = <-errc:
 	}
 	log.Info("shutting down")
-	shutdown(servers, shutdownWait)
+	shutdown(servers, shutdownWait, stopNow)
 	return err
 }
 
@@ -375,15 +380,16 @@ var shutdownWait = 15 * time.Second
 
 // shutdown stops every server accepting at once, so that none takes new (paid) requests while
 // another drains, and waits up to wait for their requests in flight. A server still busy then
-// has its connections cut: its handlers' contexts end and they let go of their pooled
-// connections, which the pool's Close waits for.
-func shutdown(servers []*http.Server, wait time.Duration) {
+// has its connections cut: its handlers' contexts end, stopNow ends what they run detached
+// (httpx.Detach), and they let go of their pooled connections, which the pool's Close waits for.
+func shutdown(servers []*http.Server, wait time.Duration, stopNow func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		wg.Go(func() {
 			if s.Shutdown(ctx) != nil {
+				stopNow()
 				_ = s.Close()
 			}
 		})

@@ -80,6 +80,46 @@ func TestAnAdminCallStillBusyAtTheShutdownDeadlineIsCutAndServeReturns(t *testin
 	}
 }
 
+// A bonus grant runs detached from its request (the caller going away does not stop it), but
+// not from the process: one still waiting at the shutdown deadline for an account's row that
+// another transaction holds ends there, so Serve returns, and the grant stays running, to be
+// finished by the next start or by asking again, crediting nothing twice.
+func TestAGrantStillWaitingAtTheShutdownDeadlineEndsAndServeReturns(t *testing.T) {
+	defer func(d time.Duration) { shutdownWait = d }(shutdownWait)
+	shutdownWait = 100 * time.Millisecond
+	s := startShutdownServe(t)
+	accountID := s.openAccount(t)
+	if r := s.admin(http.MethodPost, "/admin/accounts/"+accountID+"/keys", ""); r.err != nil || r.status != http.StatusCreated {
+		t.Fatalf("issuing a key: %+v", r) // so that the grant reaches the account
+	}
+	lock := s.holdAccountRow(t, accountID)
+	grant := make(chan adminAnswer, 1)
+	go func() {
+		grant <- s.admin(http.MethodPost, "/admin/bonus-grants", `{"outage_id":"out-at-shutdown","credits":10,"reason":"r"}`)
+	}()
+	s.waitForLockWaiter(t)
+
+	s.stop()
+	if err := s.wait(t); err != nil { // the account's row is still held
+		t.Fatalf("serve stopped by its context returned %v", err)
+	}
+	if r := <-grant; r.err == nil && r.status < 500 {
+		t.Fatalf("the grant cut at shutdown was answered %d %s", r.status, r.body)
+	}
+	if err := lock.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	var balance int64
+	if err := s.db.QueryRow(context.Background(), `SELECT (SELECT state FROM bonus_grants WHERE outage_id = 'out-at-shutdown'),
+		(SELECT balance FROM accounts WHERE account_id = $1)`, accountID).Scan(&state, &balance); err != nil {
+		t.Fatal(err)
+	}
+	if state != "running" || balance != 0 {
+		t.Fatalf("after the cut: grant %q, balance %d; want running and 0 (to be finished at the next start)", state, balance)
+	}
+}
+
 // shutdownServe is a Serve of the read and admin APIs run by a test.
 type shutdownServe struct {
 	addrs  map[string]string // api → address
@@ -196,12 +236,19 @@ func (s *shutdownServe) purchaseInFlight(t *testing.T, accountID string) <-chan 
 	go func() {
 		answer <- s.admin(http.MethodPost, "/admin/accounts/"+accountID+"/purchases", `{"amount_cents":500,"payment_ref":"pay-at-shutdown"}`)
 	}()
+	s.waitForLockWaiter(t)
+	return answer
+}
+
+// waitForLockWaiter returns once PostgreSQL shows a session of the database waiting for a lock.
+func (s *shutdownServe) waitForLockWaiter(t *testing.T) {
+	t.Helper()
 	watch, err := pgx.Connect(context.Background(), s.db.Config().ConnString())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer watch.Close(context.Background())
-	eventually(t, "the purchase waits for the account's row", func() bool {
+	eventually(t, "an admin call waits for the account's row", func() bool {
 		var waiting int
 		err := watch.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
@@ -210,7 +257,6 @@ func (s *shutdownServe) purchaseInFlight(t *testing.T, accountID string) <-chan 
 		}
 		return waiting > 0
 	})
-	return answer
 }
 
 // adminAnswer is an admin call's status and body, or the error that cut it.

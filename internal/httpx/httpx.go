@@ -387,3 +387,29 @@ func (f *freshDeadline) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (f *freshDeadline) Unwrap() http.ResponseWriter { return f.ResponseWriter }
+
+type processStopKey struct{}
+
+// WithProcessStop is a server's base context (http.Server.BaseContext) that carries stop: the
+// context that ends when the process stops for good (its shutdown wait over). Detach reads it.
+func WithProcessStop(base, stop context.Context) context.Context {
+	return context.WithValue(base, processStopKey{}, stop)
+}
+
+// Detach is ctx without its request's cancellation, for a command that must run to its end
+// once started even if the caller goes away (a bonus grant, a console key replacement). It
+// still ends when the process stops for good (WithProcessStop), so that a command waiting on
+// a row another transaction holds does not keep a stopping process alive; such a command is
+// left to be finished by asking again (a grant resumes at the next start).
+func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop, ok := ctx.Value(processStopKey{}).(context.Context)
+	if !ok {
+		return d, cancel
+	}
+	unhook := context.AfterFunc(stop, cancel)
+	return d, func() {
+		unhook()
+		cancel()
+	}
+}
