@@ -61,16 +61,29 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	// of the process that recorded it: a key issued on a process whose clock runs ahead is
 	// eligible, and one revoked there is not.
 	var first bool
-	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		if err := lockKeyChangesOut(ctx, tx); err != nil {
+	var err error
+	for {
+		err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
+			if err := lockKeyChangesOut(ctx, tx); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
+				SELECT $1, $2, $3, 0, greatest($4::timestamptz, max(issued_at), max(revoked_at)), 'running' FROM api_keys
+				ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
+			first = tag.RowsAffected() == 1
 			return err
+		})
+		if !errors.Is(err, errKeyChangesBusy) {
+			break
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO bonus_grants (outage_id, credits, reason, accounts, granted_at, state)
-			SELECT $1, $2, $3, 0, greatest($4::timestamptz, max(issued_at), max(revoked_at)), 'running' FROM api_keys
-			ON CONFLICT DO NOTHING`, outageID, credits, reason, h.now())
-		first = tag.RowsAffected() == 1
-		return err
-	})
+		// Let the key changes yielding to this attempt through (they retry every 10 ms at
+		// most), then queue again: a fresh window in which later ones yield.
+		select {
+		case <-ctx.Done():
+			return BonusResult{}, ctx.Err()
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return BonusResult{}, err
 	}
@@ -94,15 +107,23 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 // and a compromised key could not be revoked meanwhile. It first queues for grantPendingLock,
 // behind the key changes in progress that hold it shared: key changes asked for from then on
 // cannot have it and yield for a moment (yieldToPendingGrant), so those in progress, once
-// committed, leave keyGrantLock free for it.
+// committed, leave keyGrantLock free for it. It holds grantPendingLock at most keyChangeYield
+// without finding keyGrantLock free, then returns errKeyChangesBusy, and GrantBonus lets go
+// and queues again: key changes that stopped yielding meanwhile (those in progress took
+// longer, one stuck on its account's row) would otherwise hold keyGrantLock in turn as long as
+// they keep coming, each at its arrival plus keyChangeYield; in a fresh window later ones yield.
 func lockKeyChangesOut(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, grantPendingLock); err != nil {
 		return err
 	}
+	deadline := time.Now().Add(keyChangeYield)
 	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
 		var ok bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, keyGrantLock).Scan(&ok); err != nil || ok {
 			return err
+		}
+		if time.Now().After(deadline) {
+			return errKeyChangesBusy
 		}
 		select {
 		case <-ctx.Done():
@@ -111,6 +132,9 @@ func lockKeyChangesOut(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 }
+
+// errKeyChangesBusy: keyGrantLock was not free within keyChangeYield of holding grantPendingLock.
+var errKeyChangesBusy = errors.New("key changes kept the key/grant lock")
 
 // Grant returns a grant and its progress.
 func (h Accounts) Grant(ctx context.Context, outageID string) (BonusGrant, error) {

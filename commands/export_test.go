@@ -26,3 +26,6 @@ func SetKeyChangeYield(d time.Duration) (restore func()) {
 	keyChangeYield = d
 	return func() { keyChangeYield = was }
 }
+
+// KeyChangeYield is how long a key change yields to a pending grant.
+func KeyChangeYield() time.Duration { return keyChangeYield }

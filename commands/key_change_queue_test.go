@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -161,6 +162,104 @@ func TestAKeyChangeAskedForWhileAGrantWaitsIsRecordedAfterTheGrant(t *testing.T)
 	}
 	if b := ledgerOf(t, s, z).balance; b != 0 {
 		t.Errorf("z's balance %d, want 0: its key was issued after the grant (it yielded to it)", b)
+	}
+	auditClean(t, s.pool)
+}
+
+// A grant is not starved by a stream of key changes that keep overlapping, even after it had
+// to wait past the key changes' yield for one stuck on its account's row: the key changes that
+// arrived meanwhile stopped yielding and take the key/grant lock in turn, as long as the stream
+// lasts, unless the grant lets them through and queues afresh. Here every key change holds
+// the lock about 100 ms and a new one comes every 30 ms; the stream stops only once the grant
+// is made (or, were it starved, after starveGuard, and the test fails).
+func TestAGrantIsNotStarvedByAStreamOfOverlappingKeyChanges(t *testing.T) {
+	const starveGuard = 2 * time.Minute // keeps a starved grant from hanging the suite; no timing is asserted
+	dbURL, clk := pgtest.NewDatabase(t)+"&pool_max_conns=80", &clock{now: noon} // connections for every key change in flight
+	s := newStack(t, dbURL, clk)
+	o := newStack(t, dbURL, clk)
+	meta := eventstore.Metadata{}
+	open := func() string {
+		id, err := s.accounts.OpenAccount(ctx, "Stream Co", "stream@test.example", meta)
+		if err != nil {
+			t.Error(err)
+		}
+		return id
+	}
+	// One key change of the stream: its account's row is held until 100 ms after the key
+	// change waits for it, holding the key/grant lock shared.
+	keyChange := func(id string) {
+		tx, err := o.pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer tx.Rollback(ctx)
+		var pid int
+		if err := tx.QueryRow(ctx, `SELECT pg_backend_pid() FROM accounts WHERE account_id = $1 FOR UPDATE`, id).Scan(&pid); err != nil {
+			t.Error(err)
+			return
+		}
+		done := make(chan error, 1)
+		go func() { _, err := s.accounts.IssueKey(ctx, id, meta); done <- err }()
+		for blocked := false; !blocked; time.Sleep(3 * time.Millisecond) {
+			if err := o.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE $1 = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		_ = tx.Rollback(ctx)
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+
+	x := open()
+	release := holdAccount(t, o, x)
+	issuedX := make(chan error, 1)
+	go func() { _, err := s.accounts.IssueKey(ctx, x, meta); issuedX <- err }()
+	waitForLockWaiter(t, o) // x's key change is stuck on its row
+
+	stop, streamed := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	go func() {
+		defer close(streamed)
+		for start := time.Now(); time.Since(start) < starveGuard; time.Sleep(30 * time.Millisecond) {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			wg.Go(func() { keyChange(open()) }) // opened apart: opening them one by one would space them out
+		}
+	}()
+	granted := make(chan error, 1)
+	go func() {
+		_, err := s.accounts.GrantBonus(ctx, "outage-stream", 10, "outage", meta)
+		granted <- err
+	}()
+	// The grant waits for x's key change past the yield of the key changes arriving meanwhile.
+	time.Sleep(2 * commands.KeyChangeYield())
+	release()
+	if err := <-issuedX; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-granted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-streamed:
+		t.Errorf("the grant was not made in %v of overlapping key changes", starveGuard)
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-streamed
+	wg.Wait()
+	if b := ledgerOf(t, s, x).balance; b != 10 {
+		t.Errorf("x's balance %d, want the grant's 10: its key issue was asked for before the grant", b)
 	}
 	auditClean(t, s.pool)
 }
