@@ -330,9 +330,10 @@ func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, erro
 }
 
 // ValidateReference checks a payment reference or an outage id: 1 to 200 bytes of UTF-8
-// without NUL, and no white space or control character at either end, which a person reading it could not see. Two
-// references that differ are never taken for one, so "pay-7 " is refused, not read as "pay-7".
-// The console checks what an operator typed with it before it shows anything to confirm.
+// without NUL, and no white space or control character at either end, which a person reading
+// it could not see. Two references that differ are never taken for one, so "pay-7 " is
+// refused, not read as "pay-7". The console checks what an operator typed with it before it
+// shows anything to confirm.
 func ValidateReference(field, ref string) error {
 	if ref == "" || len(ref) > 200 {
 		return &domain.ValidationError{Field: field, Message: "is required (at most 200 characters)"}
