@@ -173,8 +173,10 @@ func TestAKeyChangeAskedForWhileAGrantWaitsIsRecordedAfterTheGrant(t *testing.T)
 // the lock about 100 ms and a new one comes every 30 ms; the stream stops only once the grant
 // is made (or, were it starved, after starveGuard, and the test fails).
 func TestAGrantIsNotStarvedByAStreamOfOverlappingKeyChanges(t *testing.T) {
-	const starveGuard = 2 * time.Minute // keeps a starved grant from hanging the suite; no timing is asserted
-	dbURL, clk := pgtest.NewDatabase(t)+"&pool_max_conns=80", &clock{now: noon} // connections for every key change in flight
+	// starveGuard keeps a starved grant from hanging the suite; no timing is asserted.
+	const starveGuard = 2 * time.Minute
+	// Connections for every key change in flight.
+	dbURL, clk := pgtest.NewDatabase(t)+"&pool_max_conns=80", &clock{now: noon}
 	s := newStack(t, dbURL, clk)
 	o := newStack(t, dbURL, clk)
 	meta := eventstore.Metadata{}
