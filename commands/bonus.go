@@ -37,6 +37,10 @@ type BonusResult struct {
 	Credits  int64  `json:"credits"`
 	Accounts int    `json:"accounts"`
 	Replayed bool   `json:"-"`
+	// First is true for the call that recorded the grant: a later call with the same outage id,
+	// while the grant runs or after, adds nothing of its own (its credits and reason are not
+	// used), though it may help finish the running grant.
+	First bool `json:"-"`
 }
 
 // GrantBonus adds credits once per outage to every account that had an active or grace key
@@ -97,7 +101,7 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	if g, err = h.RunGrant(ctx, outageID, meta); err != nil {
 		return BonusResult{}, err
 	}
-	return BonusResult{OutageID: outageID, Credits: g.Credits, Accounts: g.Accounts}, nil
+	return BonusResult{OutageID: outageID, Credits: g.Credits, Accounts: g.Accounts, First: first}, nil
 }
 
 // lockKeyChangesOut takes keyGrantLock alone in tx, once every key change holding it has

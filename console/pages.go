@@ -453,9 +453,10 @@ func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
 		defer cancel()
 		res, err = s.Accounts.GrantBonus(ctx, d.OutageID, d.Credits, d.Reason, meta(r))
 	}
-	if err == nil && res.Replayed {
-		// Granted before (this form sent twice, or the outage granted meanwhile): this form
-		// added nothing, and the operator is told so, not shown the earlier grant as theirs.
+	if err == nil && !res.First {
+		// Granted before (this form sent twice, or the outage granted meanwhile, still running
+		// or done): this form added nothing of its own, and the operator is told so, not shown
+		// the earlier grant as theirs.
 		err = &domain.ValidationError{Field: "outage_id", Message: fmt.Sprintf(
 			"already has a grant (%s credits to %d accounts, listed below); this form granted nothing", groupDigits(res.Credits), res.Accounts)}
 	}

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"html"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 
@@ -106,6 +108,83 @@ func TestABonusConfirmAfterTheOutageWasGrantedMeanwhileSaysNothingWasGranted(t *
 	}
 	if resp.StatusCode != http.StatusBadRequest || strings.Contains(page, `id="grant-result"`) || !strings.Contains(page, "this form granted nothing") {
 		t.Errorf("a confirm that granted nothing: %d; want 400 saying so, no grant result", resp.StatusCode)
+	}
+}
+
+// The same holds when the outage's grant, asked for first elsewhere, is still running when the
+// form is confirmed: the confirm helps finish that grant but adds nothing of its own (its
+// credits are not used), and the console says so rather than show the grant as the form's.
+func TestABonusConfirmWhileTheOutagesGrantRunsSaysNothingWasGranted(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Running Co", "running@example.com")
+	issueViaAdmin(t, svc, id)
+	c, csrf := signedInConsole(t, svc)
+	form := url.Values{"csrf": {csrf}, "outage_id": {"out-run"}, "credits": {"500"}, "reason": {"mine"}}
+	resp, err := c.PostForm(svc.AdminURL+"/console/bonus-grants/review", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if review := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(review, `id="confirm-bonus"`) {
+		t.Fatalf("review: %d", resp.StatusCode)
+	}
+
+	// The account's row is held, so the admin API's grant stays running.
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, svc.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	hold, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback(ctx)
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	admin := make(chan string, 1)
+	go func() {
+		st, b := svc.Admin(t, http.MethodPost, "/admin/bonus-grants", `{"outage_id":"out-run","credits":10,"reason":"theirs"}`)
+		admin <- fmt.Sprint(st, " ", b)
+	}()
+	lockWaiters := func() (n int) {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Error(err)
+		}
+		return n
+	}
+	for lockWaiters() < 1 { // the admin API's grant is recorded and waits for the account
+		time.Sleep(10 * time.Millisecond)
+	}
+	confirmed := make(chan *http.Response, 1)
+	go func() {
+		resp, err := c.PostForm(svc.AdminURL+"/console/bonus-grants", form)
+		if err != nil {
+			t.Error(err)
+		}
+		confirmed <- resp
+	}()
+	for lockWaiters() < 2 { // the confirm joins the running grant and waits for it
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := hold.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-admin; !strings.HasPrefix(a, "201 ") {
+		t.Fatalf("admin grant: %s", a)
+	}
+	resp = <-confirmed
+	if resp == nil {
+		t.FailNow()
+	}
+	page := readAll(t, resp)
+	if got := balanceViaAdmin(t, svc, id); got != 10 {
+		t.Errorf("balance %d, want the first grant's 10", got)
+	}
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(page, `id="grant-result"`) || !strings.Contains(page, "this form granted nothing") {
+		t.Errorf("a confirm that joined the running grant: %d (grant result shown: %v); want 400 saying this form granted nothing",
+			resp.StatusCode, strings.Contains(page, `id="grant-result"`))
 	}
 }
 
