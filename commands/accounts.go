@@ -290,15 +290,25 @@ var keyChangeYield = 250 * time.Millisecond
 // yieldToPendingGrant takes grantPendingLock shared in tx, or gives up after keyChangeYield.
 // It only ever tries: a key change never queues behind a grant.
 func yieldToPendingGrant(ctx context.Context, tx pgx.Tx) error {
-	deadline := time.Now().Add(keyChangeYield)
-	for pause := time.Millisecond; ; pause = min(2*pause, 10*time.Millisecond) {
+	_, err := pollLock(ctx, tx, `SELECT pg_try_advisory_xact_lock_shared($1)`, grantPendingLock, time.Now().Add(keyChangeYield), 10*time.Millisecond)
+	return err
+}
+
+// pollLock asks for an advisory lock with tryQuery (a pg_try_advisory_xact_lock form of it)
+// until it is granted, deadline passes (false) or ctx ends, pausing between asks from 1 ms up
+// to maxPause: a lock asked for this way never queues in PostgreSQL ahead of others.
+func pollLock(ctx context.Context, tx pgx.Tx, tryQuery string, key int64, deadline time.Time, maxPause time.Duration) (bool, error) {
+	for pause := time.Millisecond; ; pause = min(2*pause, maxPause) {
 		var got bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock_shared($1)`, grantPendingLock).Scan(&got); err != nil || got || time.Now().After(deadline) {
-			return err
+		if err := tx.QueryRow(ctx, tryQuery, key).Scan(&got); err != nil || got {
+			return got, err
+		}
+		if time.Now().After(deadline) {
+			return false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(pause):
 		}
 	}

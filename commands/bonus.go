@@ -120,21 +120,11 @@ func lockKeyChangesOut(ctx context.Context, tx pgx.Tx) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, grantPendingLock); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(keyChangeYield)
-	for pause := time.Millisecond; ; pause = min(2*pause, 50*time.Millisecond) {
-		var ok bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, keyGrantLock).Scan(&ok); err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return errKeyChangesBusy
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause):
-		}
+	got, err := pollLock(ctx, tx, `SELECT pg_try_advisory_xact_lock($1)`, keyGrantLock, time.Now().Add(keyChangeYield), 50*time.Millisecond)
+	if err == nil && !got {
+		err = errKeyChangesBusy
 	}
+	return err
 }
 
 // errKeyChangesBusy: keyGrantLock was not free within keyChangeYield of holding grantPendingLock.

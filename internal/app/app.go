@@ -298,6 +298,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// stopNow ends what the servers' handlers run detached from their requests (httpx.Detach:
 	// a bonus grant, a console key replacement) once the process stops for good.
 	processStop, stopNow := context.WithCancel(context.Background())
+	base := httpx.WithProcessStop(context.Background(), processStop)
 	// However Serve returns, no server outlives it: the admin server is closed, not left
 	// serving, when a step after it opened fails (the read port in use, the rate limiter).
 	defer func() {
@@ -313,7 +314,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			return fmt.Errorf("%s API: %w", name, err)
 		}
 		srv := NewHTTPServer(h)
-		srv.BaseContext = func(net.Listener) context.Context { return httpx.WithProcessStop(context.Background(), processStop) }
+		srv.BaseContext = func(net.Listener) context.Context { return base }
 		servers = append(servers, srv)
 		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
 		if name == "admin" {

@@ -24,8 +24,7 @@ const hangGuard = 2 * time.Minute
 // On SIGTERM the read API stops taking requests at once, even while an admin call is still in
 // flight: a stopping process takes no more paid traffic. The admin call still gets its answer.
 func TestOnShutdownTheReadAPIRefusesNewRequestsWhileAnAdminCallDrains(t *testing.T) {
-	defer func(d time.Duration) { shutdownWait = d }(shutdownWait)
-	shutdownWait = time.Hour // the admin call ends only when the test lets it
+	setShutdownWait(t, time.Hour) // the admin call ends only when the test lets it
 	s := startShutdownServe(t)
 	accountID := s.openAccount(t)
 	lock := s.holdAccountRow(t, accountID)
@@ -54,8 +53,7 @@ func TestOnShutdownTheReadAPIRefusesNewRequestsWhileAnAdminCallDrains(t *testing
 // returns and its pool closes rather than hanging on the connection that call holds; the
 // call's transaction is rolled back, not half done.
 func TestAnAdminCallStillBusyAtTheShutdownDeadlineIsCutAndServeReturns(t *testing.T) {
-	defer func(d time.Duration) { shutdownWait = d }(shutdownWait)
-	shutdownWait = 100 * time.Millisecond
+	setShutdownWait(t, 100*time.Millisecond)
 	s := startShutdownServe(t)
 	accountID := s.openAccount(t)
 	lock := s.holdAccountRow(t, accountID)
@@ -85,8 +83,7 @@ func TestAnAdminCallStillBusyAtTheShutdownDeadlineIsCutAndServeReturns(t *testin
 // another transaction holds ends there, so Serve returns, and the grant stays running, to be
 // finished by the next start or by asking again, crediting nothing twice.
 func TestAGrantStillWaitingAtTheShutdownDeadlineEndsAndServeReturns(t *testing.T) {
-	defer func(d time.Duration) { shutdownWait = d }(shutdownWait)
-	shutdownWait = 100 * time.Millisecond
+	setShutdownWait(t, 100*time.Millisecond)
 	s := startShutdownServe(t)
 	accountID := s.openAccount(t)
 	if r := s.admin(http.MethodPost, "/admin/accounts/"+accountID+"/keys", ""); r.err != nil || r.status != http.StatusCreated {
@@ -118,6 +115,13 @@ func TestAGrantStillWaitingAtTheShutdownDeadlineEndsAndServeReturns(t *testing.T
 	if state != "running" || balance != 0 {
 		t.Fatalf("after the cut: grant %q, balance %d; want running and 0 (to be finished at the next start)", state, balance)
 	}
+}
+
+// setShutdownWait sets how long a stopping serve waits, until the test ends.
+func setShutdownWait(t *testing.T, d time.Duration) {
+	was := shutdownWait
+	shutdownWait = d
+	t.Cleanup(func() { shutdownWait = was })
 }
 
 // shutdownServe is a Serve of the read and admin APIs run by a test.
