@@ -52,9 +52,11 @@ func (m *Meter) runBatch(batch []*pendingCharge) {
 }
 
 // noteHeld records, once a batch is answered, the accounts whose row another transaction held
-// past the wait (heldAccounts), and lets go of those that got their row.
+// past the wait (heldAccounts), and lets go of those that got their row: charged, or refused
+// (a revoked or unknown key, too few credits) from a state kyapi_charge or the lock read.
 func (m *Meter) noteHeld(batch []*pendingCharge) {
 	now := time.Now()
+	m.held.prune(now)
 	for i, p := range batch {
 		if i > 0 && p.req.AccountID == batch[i-1].req.AccountID {
 			continue
@@ -62,7 +64,8 @@ func (m *Meter) noteHeld(batch []*pendingCharge) {
 		switch {
 		case isLockTimeout(p.err):
 			m.held.mark(p.req.AccountID, now)
-		case p.err == nil:
+		case p.err == nil, errors.Is(p.err, domain.ErrInsufficientCredits),
+			errors.Is(p.err, domain.ErrKeyRevoked), errors.Is(p.err, domain.ErrInvalidKey):
 			m.held.clear(p.req.AccountID)
 		}
 	}

@@ -10,11 +10,12 @@ import (
 // transaction): their charges are decided apart from the others' and wait for the row only
 // MeterOptions.HeldWait, so that a row held for minutes does not make every batch of the
 // process wait LockWait, one after another, while that account's clients keep asking. An
-// account leaves it at its next charge that gets the row (answered, charged or refused), or
-// heldFor after its last wait timed out.
+// account leaves it at its next charge that gets the row (charged, or refused for its key or
+// its balance), or heldFor after its last wait timed out.
 type heldAccounts struct {
-	mu    sync.Mutex
-	since map[string]time.Time // account id → when its last wait for the row timed out
+	mu     sync.Mutex
+	since  map[string]time.Time // account id → when its last wait for the row timed out
+	pruned time.Time            // when the marks older than heldFor were last dropped
 }
 
 // heldFor is how long an account whose row was held is waited for briefly with no new timeout.
@@ -26,12 +27,25 @@ func (h *heldAccounts) mark(id string, now time.Time) {
 	if h.since == nil {
 		h.since = map[string]time.Time{}
 	}
-	for other, at := range h.since {
+	h.since[id] = now
+}
+
+// prune drops the marks older than heldFor, at most once every heldFor: a table-wide lock that
+// times out thousands of accounts at once marks each of them, and going through every mark at
+// each would cost the square of their number. A mark is kept at most twice heldFor; is ignores
+// it after heldFor.
+func (h *heldAccounts) prune(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.since) == 0 || now.Sub(h.pruned) < heldFor {
+		return
+	}
+	h.pruned = now
+	for id, at := range h.since {
 		if now.Sub(at) > heldFor {
-			delete(h.since, other)
+			delete(h.since, id)
 		}
 	}
-	h.since[id] = now
 }
 
 func (h *heldAccounts) clear(id string) {

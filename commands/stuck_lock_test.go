@@ -205,3 +205,45 @@ func TestAHeldAccountsLaterChargesFailWithoutWaitingTheWholeLockWait(t *testing.
 		t.Fatalf("the account once its row was let go: %+v %v; want charged", res, err)
 	}
 }
+
+// A refusal also tells that the account's row was got: an account whose row was held, then
+// refused a charge (too few credits) once it was let go, is waited for the whole LockWait
+// again the next time its row is held, not failed after the short HeldWait of a row still held.
+func TestAHeldAccountRefusedOnceItsRowIsFreeIsWaitedForInFullAgain(t *testing.T) {
+	const lockWait, heldWait = 3 * time.Second, 50 * time.Millisecond
+	s := newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{LockWait: lockWait, HeldWait: heldWait, BatchWait: 30 * time.Second})
+	a, key := fundedAccount(t, s, 0)
+	hash := domain.HashKey(key.APIKey)
+	refused := func(what string, res commands.ChargeResult, err error) {
+		t.Helper()
+		if !errors.Is(err, domain.ErrInsufficientCredits) {
+			t.Fatalf("%s: %+v %v; want refused, too few credits", what, res, err)
+		}
+	}
+	res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p0"))
+	refused("a charge of the account with no credits", res, err)
+
+	release := holdAccount(t, s, a)
+	res, err = s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1"))
+	if e := httpx.MapError(err); err == nil || e.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a charge while the row is held: %+v %v; want 503 unavailable", res, err)
+	}
+	release()
+	res, err = s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p2"))
+	refused("a charge once the row was let go", res, err)
+
+	release = holdAccount(t, s, a)
+	answer := make(chan chargeAnswer, 1)
+	go func() {
+		res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p3"))
+		answer <- chargeAnswer{res, err}
+	}()
+	waitForLockWaiter(t, s)
+	time.Sleep(10 * heldWait) // past HeldWait, well within LockWait
+	release()
+	got := <-answer
+	refused("a charge waiting while the row is held again, then let go", got.res, got.err)
+	if l := ledgerOf(t, s, a); l.balance != 0 || !l.consistent() {
+		t.Fatalf("the account's ledger: %+v", l)
+	}
+}
