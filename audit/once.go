@@ -33,7 +33,9 @@ import (
 //     not add up to the archived totals and daily sums of its kind;
 //   - an outage credited to one account by more than one BonusGranted fact (in the store or
 //     archived), a BonusGranted fact of an outage bonus_grants does not hold, or of other
-//     credits than its grant's;
+//     credits (or, in the store, another reason) than its grant's;
+//   - an account that had an active or grace key at a finished grant's granted_at, which no
+//     BonusGranted fact of that outage credits (in the store or archived);
 //   - (whole-store audits) a grant whose accounts count is not the number of its facts, in
 //     the store and archived (or only less, when some account's archived history does not list
 //     its bonuses: its archived facts are not counted).
@@ -41,9 +43,9 @@ import (
 // Each row is a kind and its fields as text. The account audit's statement ($2, $3: its stream
 // number and account) reads its own stream's facts, boundary and rows.
 func onceSQL(account bool) string {
-	inStream, ofAccount, inArchive := "", "", ""
+	inStream, ofAccount, ofKey, inArchive := "", "", "", ""
 	if account {
-		inStream, ofAccount, inArchive = `AND e.stream_no = $2`, `p.account_id = $3 AND`, `AND b.stream_no = $2`
+		inStream, ofAccount, ofKey, inArchive = `AND e.stream_no = $2`, `p.account_id = $3 AND`, `k.account_id = $3 AND`, `AND b.stream_no = $2`
 	}
 	// The facts name their streams by number: a stream's id is looked up (streamName) only for
 	// the rows that report a difference, not joined to every fact. The archived facts (kept)
@@ -52,7 +54,8 @@ func onceSQL(account bool) string {
 	sql := `WITH facts AS MATERIALIZED (
 	SELECT e.stream_no, e.version, e.position, e.type,
 		e.payload->>'payment_ref' AS ref, e.payload->>'outage_id' AS outage, e.payload->>'credits_delta' AS credits,
-		e.payload->>'amount_cents' AS cents, e.payload->>'balance_after' AS balance_after, false AS archived
+		e.payload->>'amount_cents' AS cents, e.payload->>'balance_after' AS balance_after,
+		coalesce(e.payload->>'reason', '') AS reason, false AS archived
 	FROM events e
 	WHERE e.type IN ('CreditsPurchased', 'BonusGranted') AND e.type <> 'RequestCharged' AND e.type <> 'RequestDeduplicated' ` + inStream + `
 ), bounds AS MATERIALIZED (
@@ -64,10 +67,10 @@ func onceSQL(account bool) string {
 ), kept AS (
 	SELECT x.stream_no, (p->>'version')::bigint AS version, NULL::bigint AS position, 'CreditsPurchased' AS type,
 		p->>'payment_ref' AS ref, NULL::text AS outage, p->>'credits' AS credits, p->>'cents' AS cents,
-		p->>'balance_after' AS balance_after, true AS archived
+		p->>'balance_after' AS balance_after, NULL::text AS reason, true AS archived
 	FROM bounds x, jsonb_array_elements(CASE WHEN x.pays_listed THEN x.account->'payments' ELSE '[]' END) p
 	UNION ALL
-	SELECT x.stream_no, (p->>'version')::bigint, NULL, 'BonusGranted', NULL, p->>'outage_id', p->>'credits', NULL, NULL, true
+	SELECT x.stream_no, (p->>'version')::bigint, NULL, 'BonusGranted', NULL, p->>'outage_id', p->>'credits', NULL, NULL, NULL, true
 	FROM bounds x, jsonb_array_elements(CASE WHEN x.bonuses_listed THEN x.account->'bonuses' ELSE '[]' END) p
 ), purchased AS (
 	SELECT ref, count(*) AS n, min(stream_no) AS stream_no, min(version) AS version, bool_or(archived) AS archived,
@@ -96,7 +99,8 @@ func onceSQL(account bool) string {
 ), granted AS (
 	SELECT stream_no, outage, count(*) AS n,
 		(array_agg('v' || version || CASE WHEN archived THEN ' (archived)' ELSE '' END ORDER BY position NULLS FIRST, version))[1:5] AS at,
-		min(credits) AS lo, max(credits) AS hi
+		min(credits) AS lo, max(credits) AS hi,
+		min(reason) AS reason_lo, max(reason) AS reason_hi -- of the facts in the store: the archived list no reasons
 	FROM (SELECT * FROM facts WHERE type = 'BonusGranted' UNION ALL SELECT * FROM kept WHERE type = 'BonusGranted') f
 	GROUP BY stream_no, outage
 )
@@ -137,6 +141,10 @@ SELECT CASE WHEN f.n > 1 THEN 'bonus twice' WHEN g.outage_id IS NULL THEN 'bonus
 FROM granted f LEFT JOIN bonus_grants g ON g.outage_id = f.outage
 WHERE f.n > 1 OR g.outage_id IS NULL OR f.lo IS DISTINCT FROM g.credits::text OR f.hi IS DISTINCT FROM g.credits::text
 UNION ALL
+SELECT 'bonus reason differs', ARRAY[` + streamName("f.stream_no") + `, f.outage, array_to_string(f.at, ', '), f.reason_lo, g.reason]
+FROM granted f JOIN bonus_grants g ON g.outage_id = f.outage
+WHERE f.n = 1 AND (f.reason_lo <> g.reason OR f.reason_hi <> g.reason)
+UNION ALL
 SELECT 'bonus ineligible', ARRAY[` + streamName("f.stream_no") + `, f.outage, array_to_string(f.at, ', '),
 	to_char(g.granted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')]
 FROM granted f JOIN bonus_grants g ON g.outage_id = f.outage JOIN streams s ON s.stream_no = f.stream_no
@@ -146,6 +154,25 @@ WHERE f.n = 1 AND NOT EXISTS (SELECT FROM api_keys k WHERE k.account_id = substr
 	AND (k.issued_at <= g.granted_at OR g.granted_at < (SELECT applied_at FROM schema_migrations WHERE name = '0006_write_model_v2.sql'))
 	AND (k.revoked_at IS NULL OR k.revoked_at > g.granted_at)
 	AND (k.grace_until IS NULL OR k.grace_until > g.granted_at))`
+	// An account that had an active or grace key at a finished grant's granted_at was credited
+	// by it: unless its archived history does not list its bonuses (then its archived facts are
+	// not known), or the grant is of the first store (see above), whose eligibility this
+	// cannot tell.
+	sql += `
+UNION ALL
+SELECT 'bonus missing', ARRAY[` + streamName("m.stream_no") + `, m.outage_id,
+	to_char(m.granted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')]
+FROM (SELECT DISTINCT g.outage_id, g.granted_at, a.stream_no
+	FROM bonus_grants g
+		JOIN api_keys k ON k.issued_at <= g.granted_at AND (k.revoked_at IS NULL OR k.revoked_at > g.granted_at)
+			AND (k.grace_until IS NULL OR k.grace_until > g.granted_at)
+		JOIN accounts a ON a.account_id = k.account_id
+	WHERE ` + ofKey + ` g.state = 'done'
+		-- Not of the first store: a grant that has credited accounts since records the last
+		-- (after_account, migration 0006), one of the first store never does.
+		AND (g.after_account <> '' OR g.granted_at >= (SELECT applied_at FROM schema_migrations WHERE name = '0006_write_model_v2.sql'))) m
+WHERE NOT EXISTS (SELECT FROM granted f WHERE f.stream_no = m.stream_no AND f.outage = m.outage_id)
+	AND NOT EXISTS (SELECT FROM bounds x WHERE x.stream_no = m.stream_no AND NOT x.bonuses_listed)`
 	if !account {
 		// The archived BonusGranted facts are counted only where a boundary lists them: a grant
 		// may count more accounts than its facts found while any boundary of an account (or of
@@ -263,9 +290,14 @@ func onceDiff(kind string, f []string) string {
 		return fmt.Sprintf("%s: BonusGranted of outage %q (%s), which bonus_grants does not hold", owner(f[0]), f[1], f[3])
 	case "bonus credits differ":
 		return fmt.Sprintf("%s: BonusGranted of outage %q (%s) credits %s, its grant %s", owner(f[0]), f[1], f[3], creditRange(f[4], f[5]), f[6])
+	case "bonus reason differs":
+		return fmt.Sprintf("%s: BonusGranted of outage %q (%s) gives the reason %q, its grant %q", owner(f[0]), f[1], f[2], f[3], f[4])
 	case "bonus ineligible":
 		return fmt.Sprintf("%s: BonusGranted of outage %q (%s), but at the grant's granted_at %s the account had no active or grace key: a bonus goes to the accounts that had one",
 			owner(f[0]), f[1], f[2], f[3])
+	case "bonus missing":
+		return fmt.Sprintf("%s: no BonusGranted of outage %q, but at the grant's granted_at %s the account had an active or grace key: a finished grant credits every account that had one",
+			owner(f[0]), f[1], f[2])
 	case "grant accounts":
 		return fmt.Sprintf("bonus grant %q: credited %s accounts, but the store holds %s BonusGranted facts of it", f[0], f[1], f[2])
 	}

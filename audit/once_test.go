@@ -143,6 +143,8 @@ func TestPaymentAndGrantRowsAgreeWithTheirFacts(t *testing.T) {
 			`account ACC: BonusGranted of outage "outage-1" (v7), which bonus_grants does not hold`, false},
 		{"grant credits", `UPDATE bonus_grants SET credits = 7 WHERE outage_id = 'outage-1'`,
 			`account ACC: BonusGranted of outage "outage-1" (v7) credits 100, its grant 7`, false},
+		{"grant reason", `UPDATE bonus_grants SET reason = 'maintenance' WHERE outage_id = 'outage-1'`,
+			`account ACC: BonusGranted of outage "outage-1" (v7) gives the reason "down", its grant "maintenance"`, false},
 		// A grant's accounts are counted in a whole-store audit.
 		{"grant accounts", `UPDATE bonus_grants SET accounts = 1 WHERE outage_id = 'outage-1'`,
 			`bonus grant "outage-1": credited 1 accounts, but the store holds 2 BonusGranted facts of it`, true},
@@ -166,6 +168,43 @@ func TestPaymentAndGrantRowsAgreeWithTheirFacts(t *testing.T) {
 	}
 	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
 		t.Fatalf("restored: %s", out)
+	}
+}
+
+// A finished grant credited every account that had an active or grace key at its granted_at:
+// an account that had one and no BonusGranted of the outage is a difference (a grant that
+// skipped it, or a granted_at edited after the grant).
+func TestAnEligibleAccountAFinishedGrantDidNotCreditIsADifference(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 1)
+	if _, err := w.accounts.GrantBonus(ctx, "outage-1", 100, "down", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	late := newWorld(t, pool, 1) // its key is recorded after the grant's instant: not eligible
+	catchUp(t, pool)
+	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
+		t.Fatalf("consistent database: %s", out)
+	}
+	var grantedAt string
+	if err := pool.QueryRow(ctx, `UPDATE bonus_grants SET granted_at = granted_at + interval '1 second' WHERE outage_id = 'outage-1'
+		RETURNING to_char(granted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`).Scan(&grantedAt); err != nil {
+		t.Fatal(err)
+	}
+	want := `account ` + late.account + `: no BonusGranted of outage "outage-1", but at the grant's granted_at ` + grantedAt + ` the account had an active or grace key`
+	for _, o := range []audit.Options{{}, {AccountID: late.account}} {
+		if _, out := run(t, pool, o); !strings.Contains(out, want) {
+			t.Errorf("audit %q: differences\n%s\nwant one with %q", o.AccountID, out, want)
+		}
+	}
+	if rep, out := run(t, pool, audit.Options{AccountID: w.account}); len(rep.Differences) != 0 {
+		t.Errorf("audit of the credited account: %s", out)
+	}
+	// A grant still running has not credited everyone yet: nothing is missing from it.
+	if _, err := pool.Exec(ctx, `UPDATE bonus_grants SET state = 'running' WHERE outage_id = 'outage-1'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, out := run(t, pool, audit.Options{}); strings.Contains(out, "no BonusGranted") {
+		t.Errorf("audit while the grant runs: %s", out)
 	}
 }
 
