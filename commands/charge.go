@@ -496,6 +496,12 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 			} else {
 				p.res, p.err = ChargeResult{}, domain.ErrUnavailable
 			}
+		case fromMemory && rerr != nil && errors.Is(p.err, domain.ErrInsufficientCredits):
+			// Refused at the balance the meter held, which kyapi_charge checks at the commit: it
+			// may have been behind (credits bought through another process), and it is not known
+			// whether the commit found it so. Nothing was charged. (A revoke is never undone: a
+			// key the meter holds revoked was revoked, and that refusal stands.)
+			p.res, p.err = ChargeResult{}, domain.ErrUnavailable
 		case p.err != nil:
 			// A refusal (402, a key revoked) wrote nothing and stands, whatever became of the
 			// account's other charges.
@@ -803,8 +809,8 @@ func backendOf(ctx context.Context, pc *pgx.Conn) (backend, error) {
 const lockWait = 2 * time.Second
 
 // outcomeWait bounds how long a lost commit's outcome is looked for before the answer says it
-// is unknown.
-const outcomeWait = 15 * time.Second
+// is unknown. A variable for the tests.
+var outcomeWait = 15 * time.Second
 
 // batchWait bounds a batch's round trips (a connection from the pool, the locks, the reads,
 // the writes and COMMIT). A connection that stops answering without closing — a network

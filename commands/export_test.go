@@ -29,3 +29,11 @@ func SetKeyChangeYield(d time.Duration) (restore func()) {
 
 // KeyChangeYield is how long a key change yields to a pending grant.
 func KeyChangeYield() time.Duration { return keyChangeYield }
+
+// SetOutcomeWait sets how long a lost commit's outcome is looked for, and returns what puts
+// it back.
+func SetOutcomeWait(d time.Duration) (restore func()) {
+	was := outcomeWait
+	outcomeWait = d
+	return func() { outcomeWait = was }
+}

@@ -1011,3 +1011,110 @@ func TestA402InALostBatchStandsOnlyAtTheBalanceTheBatchFound(t *testing.T) {
 		t.Errorf("the charge refused at the balance the account held: %v; want 402 at 0", out[2].err)
 	}
 }
+
+// A 402 decided from the meter's memory, in a batch whose commit was lost and whose outcome
+// could not be found out, does not stand: the memory may have been behind — credits bought
+// through another process, which kyapi_charge would have found at the commit — so it answers
+// 503 unavailable, nothing charged, not a refusal at a balance the account no longer holds.
+func TestA402FromMemoryInALostBatchWhoseOutcomeIsUnknownIsUnavailable(t *testing.T) {
+	defer commands.SetOutcomeWait(time.Second)()
+	var (
+		gateOn, armed atomic.Bool
+		entered       = make(chan struct{})
+		release       = make(chan struct{})
+		id            string
+		held          pgx.Tx
+		s             stack
+	)
+	s = newStack(t, pgtest.NewDatabase(t), &clock{now: noon}, commands.MeterOptions{Workers: 1,
+		BeforeBatch: func(n int) {
+			if gateOn.CompareAndSwap(true, false) {
+				close(entered)
+				<-release
+			}
+			if n == 2 { // the account's two charges below
+				armed.Store(true)
+			}
+		},
+		Hooks: commands.MeterHooks{AfterCommitSent: func(_ uint32, cut func()) {
+			if !armed.CompareAndSwap(true, false) {
+				return
+			}
+			cut()
+			// Another transaction takes the account's row once the lost session lets go of it,
+			// so that what the batch did cannot be read under the lock in time.
+			tx, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, id); err != nil {
+				t.Error(err)
+			}
+			held = tx
+		}}})
+	var key commands.IssuedKey
+	id, key = fundedAccount(t, s, 500) // 1,000 credits
+	hash := domain.HashKey(key.APIKey)
+	spend := make([]string, 1000)
+	for i := range spend {
+		spend[i] = domain.PlaceResource(fmt.Sprint("p", i))
+	}
+	if res, err := s.charge(hash, domain.OpPlaceList, spend...); err != nil || res.Balance != 0 {
+		t.Fatalf("spending it all: %+v %v", res, err)
+	}
+	// Another process sells the account 1,000 credits: this meter still holds it at 0.
+	other := newStack(t, s.pool.Config().ConnString(), s.clock)
+	if _, err := other.accounts.Purchase(ctx, id, 500, "pay-2-"+id, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	_, holder := fundedAccount(t, s, 0)
+
+	// The holder's charge takes the worker and waits at the gate while the account's two
+	// charges queue behind it: they make the next batch, decided from memory.
+	gateOn.Store(true)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = s.charge(domain.HashKey(holder.APIKey), domain.OpPlaceList)
+	}()
+	<-entered
+	out := make([]outcome, 2)
+	for i, place := range []string{"p0", "new"} { // paid today (deduplicated), then a new one
+		c, err := s.meter.Authenticate(ctx, hash)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued := s.meter.Pending()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i].res, out[i].err = s.meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: domain.OpPlaceDetail,
+				Resources: []string{domain.PlaceResource(place)}})
+		}()
+		for s.meter.Pending() <= queued {
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	close(release)
+	wg.Wait()
+	if held == nil {
+		t.Fatal("the account's batch was never cut after its commit was sent")
+	}
+	_ = held.Rollback(ctx)
+
+	if l := ledgerOf(t, s, id); l.balance != 1000 || !l.consistent() {
+		t.Fatalf("ledger %+v; want the 1,000 credits bought, nothing charged", l)
+	}
+	if !errors.Is(out[0].err, domain.ErrOutcomeUnknown) {
+		t.Errorf("the deduplicated charge of the lost batch: %+v %v; want its outcome unknown", out[0].res, out[0].err)
+	}
+	if !errors.Is(out[1].err, domain.ErrUnavailable) {
+		t.Errorf("the charge refused from memory in the lost batch: %+v %v; want unavailable (the account holds 1,000 credits)", out[1].res, out[1].err)
+	}
+	// The meter then decides the account from the store: the new place is charged.
+	if res, err := s.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("new")); err != nil || res.Credits != 1 || res.Balance != 999 {
+		t.Errorf("the new place once the row is free: %+v %v; want charged, 999 left", res, err)
+	}
+}
