@@ -77,6 +77,15 @@ type streamState struct {
 
 	dayClaims dayClaims // an account's resources paid on its newest day of charges
 
+	// chargedDay is the UTC day of an account's newest RequestCharged read ("" before one), and
+	// chargedFrom the position of its first RequestCharged read of that day: what its
+	// accounts row's claims_day and claims_from say, where the meter starts its dedup claims
+	// (migration 0014). boundaryDay is the UTC day of the archived boundary's last event ("" when
+	// read from the first event): charges of that day, or before, may be archived.
+	chargedDay  string
+	chargedFrom int64
+	boundaryDay string
+
 	// firstAt is when an account's first fact was recorded, as the events read tell it (its
 	// archived boundary's first_at, or its AccountOpened's recorded_at, of version firstVersion;
 	// 0 at a boundary), to be compared with the account's opened_at. Zero when not read.
@@ -106,6 +115,9 @@ func (s *streamState) diff(format string, args ...any) {
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at, s.boundary = b.Version, b.Hash, b.At, b.Position
+	if !b.At.IsZero() {
+		s.boundaryDay = domain.Day(b.At)
+	}
 	s.keys.complete, s.keys.before = false, b.At // the boundary state holds no keys: those issued before it are not known
 	var st archive.AccountState
 	if s.info.account != "" {
@@ -245,6 +257,9 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 	case f.Metered():
 		s.keys.charge(&f, &e)
 		s.claims(&f, e.Version, e.Position, e.RecordedAt)
+		if e.Type == domain.EventRequestCharged {
+			s.charged(s.dayOf(e.RecordedAt), e.Position)
+		}
 	case e.Type == domain.EventKeyIssued || e.Type == domain.EventKeyRevoked:
 		if err := s.keys.keyFact(&e, prevAt); err != nil {
 			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
@@ -291,9 +306,22 @@ func (s *streamState) day(k dayKey) *daySum {
 	return d
 }
 
+// charged counts a RequestCharged of day at position in chargedDay and chargedFrom.
+func (s *streamState) charged(day string, position int64) {
+	switch {
+	case day > s.chargedDay:
+		s.chargedDay, s.chargedFrom = day, position
+	case day == s.chargedDay:
+		s.chargedFrom = min(s.chargedFrom, position)
+	}
+}
+
 // merge folds the state of the stream's next segment into s.
 func (s *streamState) merge(next *streamState) {
 	s.version, s.hash, s.at, s.balance = next.version, next.hash, next.at, next.balance
+	if next.chargedDay != "" {
+		s.charged(next.chargedDay, next.chargedFrom)
+	}
 	s.keys.merge(&next.keys)
 	s.all.merge(next.all)
 	s.atBalance.merge(next.atBalance)
@@ -312,6 +340,10 @@ type accountRows struct {
 	exists   bool
 	openedAt time.Time
 	balance  int64
+	// claimsDay ("" when NULL) and claimsFrom (0 when NULL): where the meter starts the
+	// account's dedup claims
+	claimsDay  string
+	claimsFrom int64
 	totals   sums
 	balances *sums // rm_balances; nil when there is no row
 	days     map[dayKey]daySum
@@ -327,14 +359,19 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	var t sums
 	var balance int64
 	var opened time.Time
-	rows, err := tx.Query(ctx, `SELECT account_id, opened_at, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated
+	var claimsDay string
+	var claimsFrom int64
+	rows, err := tx.Query(ctx, `SELECT account_id, opened_at, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated,
+			coalesce(to_char(claims_day, 'YYYY-MM-DD'), ''), coalesce(claims_from, 0)
 		FROM accounts WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := pgx.ForEachRow(rows, []any{&id, &opened, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&id, &opened, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated,
+		&claimsDay, &claimsFrom}, func() error {
 		r := out[id]
 		r.exists, r.openedAt, r.balance, r.totals = true, opened.UTC(), balance, t
+		r.claimsDay, r.claimsFrom = claimsDay, claimsFrom
 		return nil
 	}); err != nil {
 		return nil, err
@@ -418,6 +455,7 @@ func (a *auditor) compareAccount(st *streamState, r *accountRows) {
 	if r.totals.totals() != st.all.totals() {
 		a.differ("account %s: write-model totals (%v) differ from the events' (%v)", id, r.totals, st.all)
 	}
+	a.compareClaimsStart(st, r)
 	switch b := r.balances; {
 	case b == nil && st.atBalance.version > 0:
 		a.differ("account %s: missing from the balances read model (its checkpoint covers v%d)", id, st.atBalance.version)
@@ -450,4 +488,45 @@ func (k dayKey) compare(o dayKey) int {
 		return c
 	}
 	return strings.Compare(k.kind, o.kind)
+}
+
+// compareClaimsStart holds an account row's claims_day and claims_from to its charges: the
+// meter reads the account's dedup claims of claims_day from the RequestCharged events from
+// claims_from on, so a wrong value makes it charge again for what was paid that day (or serve
+// free what was not).
+func (a *auditor) compareClaimsStart(st *streamState, r *accountRows) {
+	id := st.info.account
+	row := func() string {
+		if r.claimsDay == "" && r.claimsFrom == 0 {
+			return "no claims_day and no claims_from"
+		}
+		return fmt.Sprintf("claims_day %s and claims_from %d", orNone(r.claimsDay), r.claimsFrom)
+	}
+	switch {
+	case st.chargedDay == "" && st.boundaryDay == "":
+		if r.claimsDay != "" || r.claimsFrom != 0 {
+			a.differ("account %s: write-model %s, but the account has no RequestCharged: the meter would take charges it never made for paid", id, row())
+		}
+	case st.chargedDay == "":
+		// Every charge read is archived: their days are not known here.
+	case r.claimsDay != st.chargedDay:
+		a.differ("account %s: write-model %s, but its newest RequestCharged is of %s (its first that day at position %d): the meter reads the day's claims from there",
+			id, row(), st.chargedDay, st.chargedFrom)
+	case st.boundaryDay >= st.chargedDay:
+		// The day's first charge may be archived, before the first one read.
+		if r.claimsFrom <= 0 || r.claimsFrom > st.chargedFrom {
+			a.differ("account %s: write-model %s, but its RequestCharged of %s at position %d is the day's (after its archived boundary): claims_from cannot be after it",
+				id, row(), st.chargedDay, st.chargedFrom)
+		}
+	case r.claimsFrom != st.chargedFrom:
+		a.differ("account %s: write-model %s, but its first RequestCharged of %s is at position %d: the meter reads the day's claims from there",
+			id, row(), st.chargedDay, st.chargedFrom)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }

@@ -242,7 +242,8 @@ func runGrowth(ctx context.Context, args []string) error {
 // row, each row a place not paid before (no same-day repeat, which the audit would report;
 // list rows do not count towards trending, so the history adds no usage row per event) — charges
 // from+1 … from+n of its history, in one transaction that locks the account row (as the
-// meter does), appends through eventstore.Batch and moves the account's balance and totals.
+// meter does), appends through eventstore.Batch and moves the account's balance, totals and
+// claims_day/claims_from.
 func appendCharges(ctx context.Context, store *eventstore.Store, id string, from, n int64, t0 time.Time, spacing time.Duration) error {
 	return store.WithTx(ctx, func(tx pgx.Tx) error {
 		var no int32
@@ -254,6 +255,7 @@ func appendCharges(ctx context.Context, store *eventstore.Store, id string, from
 		if err != nil {
 			return err
 		}
+		after := heads[no].Position // Add does not move it
 		var b eventstore.Batch
 		for i := from + 1; i <= from+n; i++ {
 			balance--
@@ -266,8 +268,15 @@ func appendCharges(ctx context.Context, store *eventstore.Store, id string, from
 		if err := eventstore.Write(ctx, tx, &b); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE accounts SET balance = $2, charged_credits = charged_credits + $3, requests_charged = requests_charged + $3
-			WHERE account_id = $1`, id, balance, n)
+		// claims_day and claims_from, as the meter moves them: the day of the newest charge and
+		// the position of its first charge that day, which is in this batch unless the day
+		// already was the account's (the batch's charges are in time order).
+		day := t0.Add(time.Duration(from+n) * spacing).UTC().Truncate(24 * time.Hour)
+		_, err = tx.Exec(ctx, `UPDATE accounts SET balance = $2, charged_credits = charged_credits + $3, requests_charged = requests_charged + $3,
+			claims_from = CASE WHEN claims_day = ($4::timestamptz AT TIME ZONE 'UTC')::date THEN claims_from ELSE
+				(SELECT min(position) FROM events WHERE stream_no = $5 AND position > $6 AND recorded_at >= $4) END,
+			claims_day = ($4::timestamptz AT TIME ZONE 'UTC')::date
+			WHERE account_id = $1`, id, balance, n, day, no, after)
 		return err
 	})
 }
