@@ -344,10 +344,10 @@ type accountRows struct {
 	// account's dedup claims
 	claimsDay  string
 	claimsFrom int64
-	totals   sums
-	balances *sums // rm_balances; nil when there is no row
-	days     map[dayKey]daySum
-	keys     []apiKeyRow
+	totals     sums
+	balances   *sums // rm_balances; nil when there is no row
+	days       map[dayKey]daySum
+	keys       []apiKeyRow
 }
 
 func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*accountRows, error) {
