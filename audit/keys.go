@@ -29,6 +29,7 @@ type keyEvent struct {
 	keyID             string
 	keyNo             int    // KeyIssued: the number charges cite (0 in facts recorded before key numbers existed)
 	keyHash           string // KeyIssued
+	last4             string // KeyIssued: the key's last four characters, which operators are shown
 	rotated           string // KeyIssued: the key it put in grace
 	graceUntil        *time.Time
 }
@@ -124,7 +125,7 @@ func (k *keyTrack) keyFact(e *eventstore.Event, prevAt time.Time) error {
 		if err := json.Unmarshal(e.Payload, &p); err != nil {
 			return err
 		}
-		ev.keyID, ev.keyNo, ev.keyHash, ev.rotated = p.KeyID, p.KeyNo, p.KeyHash, p.RotatedKeyID
+		ev.keyID, ev.keyNo, ev.keyHash, ev.last4, ev.rotated = p.KeyID, p.KeyNo, p.KeyHash, p.Last4, p.RotatedKeyID
 		if p.GraceUntil != nil {
 			// At PostgreSQL's precision, as the api_keys row holds it and the server compares
 			// it: facts recorded before commands cut their clock to microseconds carry
@@ -192,6 +193,7 @@ type apiKeyRow struct {
 	id         string
 	no         int
 	hash       []byte
+	last4      string
 	state      string
 	issuedAt   time.Time
 	graceUntil *time.Time
@@ -455,6 +457,9 @@ func compareKeyRows(account string, complete bool, before time.Time, keys map[st
 			}
 			if ev.keyHash != "" && hex.EncodeToString(r.hash) != ev.keyHash {
 				differ("account %s: api_keys row of %s has key_hash %x, its KeyIssued (v%d) %s", account, l.name(), r.hash, ev.version, ev.keyHash)
+			}
+			if ev.last4 != "" && r.last4 != ev.last4 {
+				differ("account %s: api_keys row of %s has last4 %q, its KeyIssued (v%d) %q", account, l.name(), r.last4, ev.version, ev.last4)
 			}
 			if !agrees(r.issuedAt, ev) {
 				differ("account %s: api_keys row of %s has issued_at %s, its KeyIssued is v%d of %s", account, l.name(),

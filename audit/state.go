@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -86,6 +87,13 @@ type streamState struct {
 	chargedFrom int64
 	boundaryDay string
 
+	// opened is the account's AccountOpened as read (nil: not read, archived), and rateLimit
+	// its newest RateLimitSet read (nil: none read); fromBoundary: the stream was read from
+	// its archived boundary, so a RateLimitSet may be archived.
+	opened       *domain.AccountOpened
+	rateLimit    *domain.RateLimitSet
+	fromBoundary bool
+
 	// firstAt is when an account's first fact was recorded, as the events read tell it (its
 	// archived boundary's first_at, or its AccountOpened's recorded_at, of version firstVersion;
 	// 0 at a boundary), to be compared with the account's opened_at. Zero when not read.
@@ -115,6 +123,7 @@ func (s *streamState) diff(format string, args ...any) {
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at, s.boundary = b.Version, b.Hash, b.At, b.Position
+	s.fromBoundary = true
 	if !b.At.IsZero() {
 		s.boundaryDay = domain.Day(b.At)
 	}
@@ -264,8 +273,23 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		if err := s.keys.keyFact(&e, prevAt); err != nil {
 			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
 		}
-	case e.Type == domain.EventAccountOpened && s.firstAt.IsZero():
-		s.firstAt, s.firstVersion = e.RecordedAt, e.Version
+	case e.Type == domain.EventAccountOpened:
+		if s.firstAt.IsZero() {
+			s.firstAt, s.firstVersion = e.RecordedAt, e.Version
+		}
+		var o domain.AccountOpened
+		if err := json.Unmarshal(e.Payload, &o); err != nil {
+			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
+		} else if s.opened == nil {
+			s.opened = &o
+		}
+	case e.Type == domain.EventRateLimitSet:
+		var l domain.RateLimitSet
+		if err := json.Unmarshal(e.Payload, &l); err != nil {
+			s.diff("account %s v%d %s (position %d): payload cannot be read: %v", s.info.account, e.Version, e.Type, e.Position, err)
+		} else {
+			s.rateLimit = &l
+		}
 	}
 	s.all.add(e.Version, f)
 	if s.upTo(e, balancesProjection) {
@@ -322,6 +346,12 @@ func (s *streamState) merge(next *streamState) {
 	if next.chargedDay != "" {
 		s.charged(next.chargedDay, next.chargedFrom)
 	}
+	if next.rateLimit != nil {
+		s.rateLimit = next.rateLimit
+	}
+	if s.opened == nil {
+		s.opened = next.opened
+	}
 	s.keys.merge(&next.keys)
 	s.all.merge(next.all)
 	s.atBalance.merge(next.atBalance)
@@ -344,6 +374,9 @@ type accountRows struct {
 	// account's dedup claims
 	claimsDay  string
 	claimsFrom int64
+	name       string
+	email      string
+	rateLimit  *int64 // NULL: the server's default
 	totals     sums
 	balances   *sums // rm_balances; nil when there is no row
 	days       map[dayKey]daySum
@@ -359,19 +392,20 @@ func loadAccountRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string]*
 	var t sums
 	var balance int64
 	var opened time.Time
-	var claimsDay string
+	var claimsDay, name, email string
 	var claimsFrom int64
+	var rateLimit *int64
 	rows, err := tx.Query(ctx, `SELECT account_id, opened_at, balance, purchased_credits, bonus_credits, charged_credits, requests_charged, requests_deduplicated,
-			coalesce(to_char(claims_day, 'YYYY-MM-DD'), ''), coalesce(claims_from, 0)
+			coalesce(to_char(claims_day, 'YYYY-MM-DD'), ''), coalesce(claims_from, 0), name, email, rate_limit_per_minute
 		FROM accounts WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := pgx.ForEachRow(rows, []any{&id, &opened, &balance, &t.PurchasedCredits, &t.BonusCredits, &t.ChargedCredits, &t.RequestsCharged, &t.RequestsDeduplicated,
-		&claimsDay, &claimsFrom}, func() error {
+		&claimsDay, &claimsFrom, &name, &email, &rateLimit}, func() error {
 		r := out[id]
 		r.exists, r.openedAt, r.balance, r.totals = true, opened.UTC(), balance, t
-		r.claimsDay, r.claimsFrom = claimsDay, claimsFrom
+		r.claimsDay, r.claimsFrom, r.name, r.email, r.rateLimit = claimsDay, claimsFrom, name, email, rateLimit
 		return nil
 	}); err != nil {
 		return nil, err
@@ -413,12 +447,12 @@ func loadKeyRows(ctx context.Context, tx pgx.Tx, ids []string) (map[string][]api
 	out := make(map[string][]apiKeyRow, len(ids))
 	var id string
 	var key apiKeyRow
-	rows, err := tx.Query(ctx, `SELECT account_id, key_id, key_no, key_hash, state, issued_at, grace_until, revoked_at
+	rows, err := tx.Query(ctx, `SELECT account_id, key_id, key_no, key_hash, last4, state, issued_at, grace_until, revoked_at
 		FROM api_keys WHERE account_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, err
 	}
-	_, err = pgx.ForEachRow(rows, []any{&id, &key.id, &key.no, &key.hash, &key.state, &key.issuedAt, &key.graceUntil, &key.revokedAt}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &key.id, &key.no, &key.hash, &key.last4, &key.state, &key.issuedAt, &key.graceUntil, &key.revokedAt}, func() error {
 		r := key
 		r.hash, r.graceUntil, r.revokedAt = slices.Clone(key.hash), ownTime(key.graceUntil), ownTime(key.revokedAt)
 		out[id] = append(out[id], r)
@@ -456,6 +490,17 @@ func (a *auditor) compareAccount(st *streamState, r *accountRows) {
 		a.differ("account %s: write-model totals (%v) differ from the events' (%v)", id, r.totals, st.all)
 	}
 	a.compareClaimsStart(st, r)
+	if o := st.opened; o != nil && (r.name != o.Name || r.email != o.Email) {
+		a.differ("account %s: write-model name %q and email %q, its AccountOpened (v%d) %q and %q", id, r.name, r.email, st.firstVersion, o.Name, o.Email)
+	}
+	var want *int64
+	if l := st.rateLimit; l != nil {
+		want = l.RequestsPerMinute
+	}
+	if (st.rateLimit != nil || !st.fromBoundary) && !sameInt(r.rateLimit, want) {
+		a.differ("account %s: write-model rate_limit_per_minute %s, its facts %s (the newest RateLimitSet read; none: the server's default)",
+			id, intText(r.rateLimit), intText(want))
+	}
 	switch b := r.balances; {
 	case b == nil && st.atBalance.version > 0:
 		a.differ("account %s: missing from the balances read model (its checkpoint covers v%d)", id, st.atBalance.version)
@@ -522,6 +567,15 @@ func (a *auditor) compareClaimsStart(st *streamState, r *accountRows) {
 		a.differ("account %s: write-model %s, but its first RequestCharged of %s is at position %d: the meter reads the day's claims from there",
 			id, row(), st.chargedDay, st.chargedFrom)
 	}
+}
+
+func sameInt(a, b *int64) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+
+func intText(v *int64) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(*v)
 }
 
 func orNone(s string) string {
