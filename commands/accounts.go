@@ -184,11 +184,7 @@ func (h Accounts) issueKey(ctx context.Context, accountID string, expectActive *
 	hash := domain.HashKey(key)
 	out := IssuedKey{KeyID: keyID, APIKey: key, Prefix: domain.KeyPrefix, Last4: domain.Last4(key)}
 	err = h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		now, err := h.keyChangeTime(ctx, tx)
-		if err != nil {
-			return err
-		}
-		a, err := lockAccount(ctx, tx, accountID)
+		a, now, err := h.lockForKeyChange(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}
@@ -314,29 +310,38 @@ func pollLock(ctx context.Context, tx pgx.Tx, tryQuery string, key int64, deadli
 	}
 }
 
-// keyChangeTime is the instant a key change in tx is recorded at, taken once tx holds
-// keyGrantLock shared: a grant asked for before it has committed its granted_at and is
-// waited for no longer, and one asked for after it waits for tx to commit. It is later than
-// every granted_at already recorded, so that a key change a grant did not see is never
-// recorded at or before that grant's instant (which would make the account eligible).
-func (h Accounts) keyChangeTime(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+// lockForKeyChange locks the account of a key change in tx and gives the instant the change
+// is recorded at. The instant is taken once tx holds keyGrantLock shared: a grant asked for
+// before it has committed its granted_at and is waited for no longer, and one asked for after
+// it waits for tx to commit. It is later than every granted_at already recorded, so that a key
+// change a grant did not see is never recorded at or before that grant's instant (which would
+// make the account eligible). And it is taken once tx holds the account's row: a change that
+// waited for the row (a charge, another key change) is decided at the instant it is made, so a
+// revoke that waited past a key's grace end finds the key already revoked, and a rotation's
+// grace starts when it is recorded (docs/api.md, "Keys").
+func (h Accounts) lockForKeyChange(ctx context.Context, tx pgx.Tx, accountID string) (account, time.Time, error) {
 	if err := yieldToPendingGrant(ctx, tx); err != nil {
-		return time.Time{}, err
+		return account{}, time.Time{}, err
 	}
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1)`, keyGrantLock); err != nil {
-		return time.Time{}, err
+		return account{}, time.Time{}, err
 	}
 	// A statement of its own: under READ COMMITTED a statement sees what committed before it
-	// started, and the grant it may have waited for committed while the lock was awaited.
+	// started, and the grant it may have waited for committed while the lock was awaited. No
+	// grant commits after it while tx holds keyGrantLock.
 	var lastGrant *time.Time
 	if err := tx.QueryRow(ctx, `SELECT max(granted_at) FROM bonus_grants`).Scan(&lastGrant); err != nil {
-		return time.Time{}, err
+		return account{}, time.Time{}, err
+	}
+	a, err := lockAccount(ctx, tx, accountID)
+	if err != nil {
+		return account{}, time.Time{}, err
 	}
 	now := h.now()
 	if lastGrant != nil && !now.After(*lastGrant) {
 		now = lastGrant.UTC().Add(time.Microsecond)
 	}
-	return now, nil
+	return a, now, nil
 }
 
 // ValidateReference checks a payment reference or an outage id: 1 to 200 bytes of UTF-8
@@ -397,11 +402,7 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 		return err
 	}
 	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
-		now, err := h.keyChangeTime(ctx, tx)
-		if err != nil {
-			return err
-		}
-		a, err := lockAccount(ctx, tx, accountID)
+		a, now, err := h.lockForKeyChange(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}

@@ -61,7 +61,7 @@ func (h Accounts) GrantBonus(ctx context.Context, outageID string, credits int64
 	}
 	// The grant's instant is taken holding keyGrantLock alone: every key change recorded
 	// before it has committed (the chunks see it), and every later one is recorded after it
-	// (keyChangeTime). It is never before a key change that has committed, whatever the clock
+	// (lockForKeyChange). It is never before a key change that has committed, whatever the clock
 	// of the process that recorded it: a key issued on a process whose clock runs ahead is
 	// eligible, and one revoked there is not.
 	var first bool

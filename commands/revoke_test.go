@@ -118,3 +118,61 @@ func TestRevokingAKeyPastItsGraceChangesNothing(t *testing.T) {
 	}
 	auditClean(t, s.pool)
 }
+
+// A key change that waits for its account's row (held by a charge, another key change, an
+// operator's open transaction) is decided and recorded at the instant it gets the row, not at
+// the instant it was asked for (docs/api.md, "Keys"): a revoke that waited past a rotated key's
+// grace end finds the key already revoked and records nothing, and a rotation that waited
+// starts the 24 hours of grace when it is recorded, losing none of them.
+func TestAKeyChangeThatWaitedForItsAccountsRowIsDecidedWhenItGetsIt(t *testing.T) {
+	dbURL, clk := pgtest.NewDatabase(t), &clock{now: noon}
+	s := newStack(t, dbURL, clk)
+	o := newStack(t, dbURL, clk) // holds the row and watches the locks, on connections of its own
+	accountID, k1 := fundedAccount(t, s, 500)
+	if _, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(24*time.Hour - time.Minute) // k1 is in the last minute of its grace
+	facts, _ := keyFacts(t, s, accountID, k1.KeyID)
+
+	release := holdAccount(t, o, accountID)
+	revoked := make(chan error, 1)
+	go func() { revoked <- s.accounts.RevokeKey(ctx, accountID, k1.KeyID, "cleanup", eventstore.Metadata{}) }()
+	waitForLockWaiter(t, o)
+	clk.Advance(2 * time.Minute) // the grace ends while the revoke waits
+	release()
+	if err := <-revoked; err != nil {
+		t.Fatal(err)
+	}
+	var revokedAt *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT revoked_at FROM api_keys WHERE key_id = $1`, k1.KeyID).Scan(&revokedAt); err != nil {
+		t.Fatal(err)
+	}
+	if f, r := keyFacts(t, s, accountID, k1.KeyID); f != facts || r != 0 || revokedAt != nil {
+		t.Errorf("a revoke that got the row after k1's grace ended appended %d fact(s) (%d KeyRevoked of k1) and set revoked_at %v; "+
+			"want none: k1 was already revoked when the revoke was made", f-facts, r, revokedAt)
+	}
+
+	release = holdAccount(t, o, accountID)
+	type answer struct {
+		graceUntil *time.Time
+		err        error
+	}
+	rotated := make(chan answer, 1)
+	go func() {
+		k, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{})
+		rotated <- answer{k.GraceUntil, err}
+	}()
+	waitForLockWaiter(t, o)
+	clk.Advance(time.Hour)
+	gotRow := clk.Now()
+	release()
+	a := <-rotated
+	if a.err != nil {
+		t.Fatal(a.err)
+	}
+	if want := gotRow.Add(24 * time.Hour); a.graceUntil == nil || !a.graceUntil.Equal(want) {
+		t.Errorf("a rotation that waited an hour for the row has grace until %v; want %v, 24 h after it was recorded", a.graceUntil, want)
+	}
+	auditClean(t, s.pool)
+}

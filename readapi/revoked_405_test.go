@@ -8,8 +8,8 @@ import (
 )
 
 // A key revoked a moment ago, before this process's key cache has heard of it, gets the 403,
-// not a 405, to a method the read API does not answer (docs/api.md: only a 429 may be answered
-// instead of the 403). As in TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404, the row
+// not a 405, to a method the read API does not answer (docs/api.md: of the refusals, only a 429
+// may be answered instead of the 403). As in TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404, the row
 // changes and the notification has not arrived yet.
 func TestAKeyRevokedBehindTheCachesBackIs403BeforeA405(t *testing.T) {
 	s := newStack(t)
