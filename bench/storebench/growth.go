@@ -259,10 +259,19 @@ func appendCharges(ctx context.Context, store *eventstore.Store, id string, from
 		var b eventstore.Batch
 		for i := from + 1; i <= from+n; i++ {
 			balance--
-			if _, err := b.Add(heads[no], t0.Add(time.Duration(i)*spacing), eventstore.NewEvent{Type: domain.EventRequestCharged,
+			want := t0.Add(time.Duration(i) * spacing).UTC().Truncate(time.Microsecond)
+			at, err := b.Add(heads[no], want, eventstore.NewEvent{Type: domain.EventRequestCharged,
 				Payload: domain.RequestCharged{KeyNo: 1, Operation: domain.OpPlaceList, Paid: []string{domain.PlaceResource("growth-" + strconv.FormatInt(i, 10))},
-					CreditsDelta: -1, BalanceAfter: balance}}); err != nil {
+					CreditsDelta: -1, BalanceAfter: balance}})
+			if err != nil {
 				return err
+			}
+			// The store records an event no earlier than its stream's newest one: a history
+			// moved later than asked would put every charge at one instant, and balance-at
+			// "an early instant" would read an account with no charges yet.
+			if !at.Equal(want) {
+				return fmt.Errorf("growth: charge %d of %s is recorded at %s, not at %s: the account has an event later than its history (a key issued after a bonus grant is recorded after the grant's instant; write the history before any grant)",
+					i, id, at.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
 			}
 		}
 		if err := eventstore.Write(ctx, tx, &b); err != nil {
