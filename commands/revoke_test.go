@@ -138,7 +138,7 @@ func TestAKeyChangeThatWaitedForItsAccountsRowIsDecidedWhenItGetsIt(t *testing.T
 	release := holdAccount(t, o, accountID)
 	revoked := make(chan error, 1)
 	go func() { revoked <- s.accounts.RevokeKey(ctx, accountID, k1.KeyID, "cleanup", eventstore.Metadata{}) }()
-	waitForLockWaiter(t, o)
+	waitForTheAccountRow(t, o, revoked)
 	clk.Advance(2 * time.Minute) // the grace ends while the revoke waits
 	release()
 	if err := <-revoked; err != nil {
@@ -163,7 +163,7 @@ func TestAKeyChangeThatWaitedForItsAccountsRowIsDecidedWhenItGetsIt(t *testing.T
 		k, err := s.accounts.IssueKey(ctx, accountID, eventstore.Metadata{})
 		rotated <- answer{k.GraceUntil, err}
 	}()
-	waitForLockWaiter(t, o)
+	waitForTheAccountRow(t, o, rotated)
 	clk.Advance(time.Hour)
 	gotRow := clk.Now()
 	release()
@@ -175,4 +175,26 @@ func TestAKeyChangeThatWaitedForItsAccountsRowIsDecidedWhenItGetsIt(t *testing.T
 		t.Errorf("a rotation that waited an hour for the row has grace until %v; want %v, 24 h after it was recorded", a.graceUntil, want)
 	}
 	auditClean(t, s.pool)
+}
+
+// waitForTheAccountRow returns once a session waits for an account's row lock; the call that
+// should be that session failing the test if it answers first, without having waited.
+func waitForTheAccountRow[T any](t *testing.T, o stack, answered <-chan T) {
+	t.Helper()
+	for {
+		select {
+		case a := <-answered:
+			t.Fatalf("the key change answered %+v without waiting for its account's held row", a)
+		default:
+		}
+		var waiting bool
+		if err := o.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%FROM accounts WHERE account_id%FOR UPDATE%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
