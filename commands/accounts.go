@@ -318,7 +318,7 @@ func pollLock(ctx context.Context, tx pgx.Tx, tryQuery string, key int64, deadli
 // make the account eligible). And it is taken once tx holds the account's row: a change that
 // waited for the row (a charge, another key change) is decided at the instant it is made, so a
 // revoke that waited past a key's grace end finds the key already revoked, and a rotation's
-// grace starts when it is recorded (docs/api.md, "Keys").
+// grace starts when it gets the row (docs/api.md, "Keys").
 func (h Accounts) lockForKeyChange(ctx context.Context, tx pgx.Tx, accountID string) (account, time.Time, error) {
 	if err := yieldToPendingGrant(ctx, tx); err != nil {
 		return account{}, time.Time{}, err
