@@ -187,12 +187,7 @@ func waitForTheAccountRow[T any](t *testing.T, o stack, answered <-chan T) {
 			t.Fatalf("the key change answered %+v without waiting for its account's held row", a)
 		default:
 		}
-		var waiting bool
-		if err := o.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%FROM accounts WHERE account_id%FOR UPDATE%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
+		if lockWaiter(t, o, "%FROM accounts WHERE account_id%FOR UPDATE%") {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

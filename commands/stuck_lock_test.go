@@ -37,17 +37,21 @@ func holdAccount(t *testing.T, s stack, accountID string) (release func()) {
 // waitForLockWaiter returns once a session waits for a row lock.
 func waitForLockWaiter(t *testing.T, s stack) {
 	t.Helper()
-	for {
-		var waiting bool
-		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
+	for !lockWaiter(t, s, "%") {
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// lockWaiter reports whether a session of the test's database whose statement is LIKE
+// queryLike waits for a lock.
+func lockWaiter(t *testing.T, s stack, queryLike string) bool {
+	t.Helper()
+	var waiting bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1)`, queryLike).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	return waiting
 }
 
 type chargeAnswer struct {
