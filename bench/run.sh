@@ -4,10 +4,12 @@
 #   1. build kyapi, kyload and the benchmark-only servers (bench/unmetered, bench/metered)
 #   2. a fresh database kyapi_bench (dropped and recreated) with a 150,000-place catalog
 #   3. metered `kyapi serve` + kyload: place detail only, then the mix
+#   3a. the metered detail run again on `kyapi serve -projections=false`: what the projections
+#       cost, apart from the charge
 #   3b. the metered detail run again with REDIS_URL set (a private redis-server): the cost of a
 #       rate limit shared by every process against the in-process one
 #   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
-#   4b. two more rounds of 3 and 4, taking turns (BENCH_ROUNDS): the target ratios are medians
+#   4b. two more rounds of 3, 3a and 4, taking turns (BENCH_ROUNDS): the target ratios are medians
 #   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load,
 #      with PostgreSQL's statements of the same run (pg_stat_statements)
 #   6. PostgreSQL's append ceiling (bench/pgceiling; commands/ benchmarks when present)
@@ -139,6 +141,18 @@ load metered-mix "$mix" -db "$db_url"
 "$out/bin/storebench" size -label after-metered -out "$out/size-after.json"
 stop_server
 
+# The metered detail run again with the read-model projections stopped (the place index still
+# runs): the difference is what the projections cost under this load, the rest of the gap to the
+# unmetered server is the charge itself. Its events are projected by the next server started.
+noproj() { # label suffix
+  start_server "serve-noproj$1" "$out/bin/kyapi" serve -projections=false
+  warm_day
+  load "metered-detail-noproj$1" detail=100
+  stop_server
+}
+log "metered, projections off: kyapi serve -projections=false"
+noproj ""
+
 log "metered, rate limit shared in Redis: the same detail run with REDIS_URL (a private redis-server)"
 if command -v redis-server >/dev/null 2>&1; then
   redis_port=$((port + 3))
@@ -175,6 +189,7 @@ for round in $(seq 2 "$rounds"); do
   load "metered-detail-r$round" detail=100 -db "$db_url"
   load "metered-mix-r$round" "$mix" -db "$db_url"
   stop_server
+  noproj "-r$round"
   start_server "unmetered-r$round" "$out/bin/unmetered"
   warm_day
   load "unmetered-detail-r$round" detail=100

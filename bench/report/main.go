@@ -384,7 +384,7 @@ func (r *report) write() string {
 	r.growth()
 	r.day()
 	r.targetTable()
-	r.bounds(md, un, charge, single, batched, okC && okS && okB)
+	r.bounds(rounds, md, un, charge, single, batched, okC && okS && okB)
 	r.profile()
 	r.pgStatements()
 	r.reproduce()
@@ -529,7 +529,7 @@ func (r *report) index() {
 }
 
 // bounds says, from the figures of this run, what limits the metered path.
-func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAppends bool) {
+func (r *report) bounds(rs []round, md, un *loadRun, charge, single, batched goBench, haveAppends bool) {
 	if md == nil || un == nil {
 		return
 	}
@@ -564,6 +564,7 @@ func (r *report) bounds(md, un *loadRun, charge, single, batched goBench, haveAp
 	r.p("  in PostgreSQL come out of the same two cores, and the balances projection's lag (%.0f ms at most", md.ProjectionMaxLagMs)
 	r.p("  in the detail run) is the queue they build.")
 	r.p("")
+	r.requestCosts(rs)
 }
 
 // batchesOf is the meter's batches and the charges in them during a run: the differences of

@@ -5,10 +5,11 @@ import (
 	"slices"
 )
 
-// round is one turn of the four load runs of bench/run.sh: metered place detail and mix on
-// `kyapi serve`, then the same on bench/unmetered. Round 1 is the runs labelled without a suffix
-// (the ones the rest of the report describes); round n > 1 has the suffix -rn.
-type round struct{ md, mm, un, um *loadRun }
+// round is one turn of the load runs of bench/run.sh: metered place detail and mix on `kyapi
+// serve`, place detail on `kyapi serve -projections=false` (mp), then detail and mix on
+// bench/unmetered. Round 1 is the runs labelled without a suffix (the ones the rest of the report
+// describes); round n > 1 has the suffix -rn.
+type round struct{ md, mm, mp, un, um *loadRun }
 
 func (r *report) loadRounds() []round {
 	rs := make([]round, 0, max(r.rounds, 1))
@@ -18,7 +19,7 @@ func (r *report) loadRounds() []round {
 			suffix = fmt.Sprintf("-r%d", i)
 		}
 		rs = append(rs, round{r.load("metered-detail" + suffix), r.load("metered-mix" + suffix),
-			r.load("unmetered-detail" + suffix), r.load("unmetered-mix" + suffix)})
+			r.load("metered-detail-noproj" + suffix), r.load("unmetered-detail" + suffix), r.load("unmetered-mix" + suffix)})
 	}
 	return rs
 }
@@ -63,6 +64,7 @@ func p99Of(run func(round) *loadRun) roundFigure { return figureOf(run, p99) }
 var (
 	meteredDetail   = func(x round) *loadRun { return x.md }
 	meteredMix      = func(x round) *loadRun { return x.mm }
+	meteredNoProj   = func(x round) *loadRun { return x.mp }
 	unmeteredDetail = func(x round) *loadRun { return x.un }
 	unmeteredMix    = func(x round) *loadRun { return x.um }
 )
