@@ -305,3 +305,31 @@ func TestABonusToAnAccountWithNoUsableKeyIsADifference(t *testing.T) {
 		`UPDATE bonus_grants SET accounts = accounts + 1 WHERE outage_id = 'outage-1' AND $1 <> ''`)
 	wantDifferenceNaming(t, pool, keyless, "had no active or grace key", "a bonus credited to an account with no key")
 }
+
+// Only the first store's charges (the verbose form, carried over by migration 0005) say which
+// day they were decided on. A charge in the compact form that says so anyway is a charge of
+// the day it was recorded on: place:p0, paid at noon, paid again an hour later is paid twice,
+// whatever day its payload names. (The meter reads it so too when it rebuilds a day's claims.)
+func TestACompactChargeNamingADayOfItsOwnIsCheckedAsOfItsRecordedDay(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 2)
+	cleanFirst(t, pool)
+	yesterday := domain.Day(noon.AddDate(0, 0, -1))
+	forge(t, pool, w.account, noon.Add(time.Hour), domain.EventRequestCharged, func(b int64) (any, int64) {
+		return map[string]any{"k": 1, "op": domain.OpPlaceDetail, "paid": []string{domain.PlaceResource("p0")},
+			"d": -1, "b": b - 1, "day": yesterday}, b - 1
+	}, `UPDATE accounts SET charged_credits = charged_credits + 1, requests_charged = requests_charged + 1 WHERE account_id = $1`)
+	wantDifferenceNaming(t, pool, w.account, "place:p0 paid again on 2026-11-23", "place:p0 paid twice on one UTC day (the second naming the day before)")
+}
+
+// The price list has never changed, and it is the only source of a charge's amount: a charge
+// of an operation it does not have takes credits no price explains (here 500, for one row).
+func TestAChargeOfAnOperationWithNoPriceIsADifference(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 2)
+	cleanFirst(t, pool)
+	forge(t, pool, w.account, noon.Add(time.Hour), domain.EventRequestCharged, func(b int64) (any, int64) {
+		return map[string]any{"k": 1, "op": "places.premium", "paid": []string{"place:p-new"}, "d": -500, "b": b - 500}, b - 500
+	}, `UPDATE accounts SET charged_credits = charged_credits + 500, requests_charged = requests_charged + 1 WHERE account_id = $1`)
+	wantDifferenceNaming(t, pool, w.account, `"places.premium" takes 500 credits: the price list has no such operation`, "500 credits taken by an operation with no price")
+}

@@ -112,3 +112,19 @@ func FuzzCompactFact(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, p []byte) { checkCompactFact(t, p) })
 }
+
+// Only the first store's verbose charges have a day of their own (AccountFact.Day); a "day" in
+// a compact payload is not read, so a charge cannot take itself out of its recorded day's
+// dedup claims by naming another.
+func TestOnlyAVerboseChargeHasADayOfItsOwn(t *testing.T) {
+	for p, want := range map[string]string{
+		`{"key_id":"k1","operation":"places.detail","paid":["place:a"],"credits_delta":-1,"balance_after":4,"day":"2026-11-20"}`: "2026-11-20",
+		`{"k":1,"op":"places.detail","paid":["place:a"],"d":-1,"b":4,"day":"2026-11-20"}`:                                        "",
+		`{"day":"2026-11-20","d":-1,"b":4}`: "",
+	} {
+		f, err := DecodeAccountFact(EventRequestCharged, []byte(p))
+		if err != nil || f.Day != want {
+			t.Errorf("%s: day %q (%v), want %q", p, f.Day, err, want)
+		}
+	}
+}

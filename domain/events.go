@@ -161,7 +161,8 @@ type AccountFact struct {
 	AmountCents   int64 // paid for a purchase
 	// Day is the UTC day a charge of the first store was decided on (its verbose payload's
 	// "day"), which its carried-over time may not say (migration 0005 moved a charge written
-	// after midnight for the day before to the next day); "" for every later event.
+	// after midnight for the day before to the next day); "" for every later event, and for
+	// any fact in the compact form (a "day" there is not read).
 	Day string
 }
 
@@ -221,6 +222,9 @@ func decodeAccountFactJSON(typ string, payload []byte) (AccountFact, error) {
 		Deduplicated: j.Deduplicated, OmittedUnpaid: j.OmittedUnpaid, Credits: j.Credits, AmountCents: j.AmountCents,
 		Day: j.Day, Ledger: Ledger{CreditsDelta: j.CreditsDelta, BalanceAfter: j.BalanceAfter}}
 	if j.D != nil || j.B != nil { // the compact form
+		// The first store wrote the verbose form, the only one with a day of its own: a
+		// compact fact's day is the day of its recorded time, whatever its payload says.
+		f.Day = ""
 		f.Operation, f.Deduplicated, f.OmittedUnpaid = j.Op, j.Dedup, j.Omitted
 		if j.D != nil {
 			f.CreditsDelta = *j.D
@@ -253,8 +257,12 @@ func (f AccountFact) CheckDelta() error {
 			return fmt.Errorf("a %s adds %d credits: it may only take credits", f.Type, d)
 		}
 		// The price list (pricing.go) is the only source of a charge's amount: each resource
-		// paid costs the operation's price (a fixed-cost operation pays for one).
-		if f.Operation.Known() && -d != f.Operation.Cost()*int64(len(f.Paid)) {
+		// paid costs the operation's price (a fixed-cost operation pays for one). It has never
+		// changed, so a charge of an operation it does not have was written by no meter.
+		if !f.Operation.Known() {
+			return fmt.Errorf("a %s of %q takes %d credits: the price list has no such operation", f.Type, f.Operation, -d)
+		}
+		if -d != f.Operation.Cost()*int64(len(f.Paid)) {
 			return fmt.Errorf("a %s of %s paying %d resources takes %d credits: its price is %d", f.Type, f.Operation, len(f.Paid), -d, f.Operation.Cost()*int64(len(f.Paid)))
 		}
 	default:
