@@ -14,6 +14,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -84,6 +85,9 @@ type auditor struct {
 	snapshot    string
 	checkpoints map[string]eventstore.Position
 	whole       bool // every event of the streams in scope: heads and read models are compared
+	// firstStoreEnd is when the first store's events were carried over (migration 0005): only
+	// a charge recorded before it may say which day it was decided on (domain.AccountFact.Day).
+	firstStoreEnd time.Time
 
 	events atomic.Int64
 
@@ -128,6 +132,12 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	a.snapshot = snapshot
 	if a.checkpoints, err = readCheckpoints(ctx, tx); err != nil {
+		return Report{}, err
+	}
+	// The first store's events were carried over by migration 0005: every one was recorded
+	// before it was applied.
+	err = tx.QueryRow(ctx, `SELECT applied_at FROM schema_migrations WHERE name = '0005_event_store_v2.sql'`).Scan(&a.firstStoreEnd)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return Report{}, err
 	}
 	streams, err := readStreams(ctx, tx, opts.AccountID)
@@ -328,10 +338,12 @@ type segment struct {
 	last   bool
 }
 
-// segmented collects the segments of a long stream until all are in.
+// segmented collects the segments of a long stream, merging them in order as they come in.
 type segmented struct {
-	parts   []*streamState
-	pending int
+	mu     sync.Mutex     // a part's merge, and the stream's finish
+	parts  []*streamState // parts done and not merged yet
+	merged *streamState   // parts[:next] merged
+	next   int
 }
 
 // maxUnitStreams bounds the streams of one unit: a unit's states (and its account rows, read
@@ -392,7 +404,7 @@ func (a *auditor) plan(ctx context.Context, tx pgx.Tx, streams []streamInfo) ([]
 		for j := range segs {
 			segs[j].segment = &segment{stream: s, index: j, last: j == len(segs)-1}
 		}
-		a.segments[s.head.No] = &segmented{parts: make([]*streamState, len(segs)), pending: len(segs)}
+		a.segments[s.head.No] = &segmented{parts: make([]*streamState, len(segs))}
 		units = append(units, segs...)
 		first = i + 1
 		lo = s.head.No + 1
@@ -476,6 +488,9 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	for _, s := range u.streams {
 		st := a.newState(s)
 		st.usage = usage
+		if u.segment != nil && u.segment.index > 0 {
+			st.opening = &openingClaims{reading: true, from: u.from, to: u.to}
+		}
 		if b, ok := boundaries[s.head.ID]; ok {
 			if err := st.startAtBoundary(b, u.segment == nil || u.segment.index == 0); err != nil {
 				return err
@@ -559,25 +574,34 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 	return a.finish(ctx, tx, u.streams, states)
 }
 
-// segmentDone files a segment's state; the last one in merges them and finishes the stream.
+// segmentDone files a segment's state and merges every part it can, in order: a part waits
+// only for the parts before it, so the day claims a part holds (its opening day's and its last
+// day's) are let go soon, not when the last part is in. The merge of the last part finishes the
+// stream.
 func (a *auditor) segmentDone(ctx context.Context, tx pgx.Tx, s *segment, st *streamState) error {
-	// A segment's day claims are not merged (each segment checks its own days): let them go
-	// now, not when the last segment is in, or a long stream's parts would hold every claim.
-	st.dayClaims.set = nil
+	st.endSegment()
 	a.mu.Lock()
 	seg := a.segments[s.stream.head.No]
-	seg.parts[s.index] = st
-	seg.pending--
-	complete := seg.pending == 0
 	a.mu.Unlock()
-	if !complete {
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
+	seg.parts[s.index] = st
+	for ; seg.next < len(seg.parts) && seg.parts[seg.next] != nil; seg.next++ {
+		p := seg.parts[seg.next]
+		seg.parts[seg.next] = nil
+		if seg.merged == nil {
+			seg.merged = p
+			continue
+		}
+		if err := seg.merged.mergeClaims(ctx, tx, p); err != nil {
+			return err
+		}
+		seg.merged.merge(p)
+	}
+	if seg.next < len(seg.parts) {
 		return nil
 	}
-	merged := seg.parts[0]
-	for _, p := range seg.parts[1:] {
-		merged.merge(p)
-	}
-	return a.finish(ctx, tx, []streamInfo{s.stream}, map[int32]*streamState{s.stream.head.No: merged})
+	return a.finish(ctx, tx, []streamInfo{s.stream}, map[int32]*streamState{s.stream.head.No: seg.merged})
 }
 
 // finish reports the differences found in whole streams and compares them with their heads,

@@ -76,7 +76,8 @@ type streamState struct {
 	lastDayNo int64 // dayOf's memo
 	lastDay   string
 
-	dayClaims dayClaims // an account's resources paid on its newest day of charges
+	dayClaims dayClaims      // an account's resources paid on its newest day of charges
+	opening   *openingClaims // a segment's (after the first) claims of the day it starts in; nil otherwise
 
 	// chargedDay is the UTC day of an account's newest RequestCharged read ("" before one), and
 	// chargedFrom the position of its first RequestCharged read of that day: what its
@@ -164,7 +165,7 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	// The once-a-day rule goes on across the boundary: the resources paid on its day before it
 	// (recorded since they are; a boundary without them leaves that day's claims unknown).
 	if c := st.Claims; c != nil {
-		s.dayClaims = dayClaims{day: c.Day, complete: c.Whole, started: true, set: make(map[[2]uint64]struct{}, len(c.Paid))}
+		s.dayClaims = dayClaims{day: c.Day, complete: c.Whole, started: true, set: make(claimSet, len(c.Paid))}
 		for _, r := range c.Paid {
 			s.dayClaims.set[claimKey(r)] = struct{}{}
 		}
