@@ -180,6 +180,7 @@ func (s *streamState) mergeClaims(ctx context.Context, tx pgx.Tx, next *streamSt
 		for k := range n.set {
 			c.set[k] = struct{}{}
 		}
+	case n.day < c.day: // next read only first-store charges of a day before: s's day goes on
 	default: // next ends on a later day: its own, whole if next read it from its start or s read its start
 		c.day, c.set = n.day, n.set
 		c.complete = n.complete || o != nil && n.day == o.day && known
@@ -197,7 +198,7 @@ func (s *streamState) mergeClaims(ctx context.Context, tx pgx.Tx, next *streamSt
 func (s *streamState) checkOpening(ctx context.Context, tx pgx.Tx, no int32, o *openingClaims) (known bool, err error) {
 	c := &s.dayClaims
 	same := o.day == c.day && c.set != nil
-	known = same && c.complete || o.day > c.day && (c.before == "" || c.before < o.day)
+	known = same && c.complete || c.started && o.day > c.day && (c.before == "" || c.before < o.day)
 	again, free := claimSet{}, claimSet{}
 	if same {
 		for k := range o.paid {
@@ -235,7 +236,7 @@ func (s *streamState) checkOpening(ctx context.Context, tx pgx.Tx, no int32, o *
 		}
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
-			return known, err
+			continue // named by the segment's own reading
 		}
 		if day := s.factDay(&f, at); day != o.day {
 			if day > o.day {
