@@ -83,7 +83,7 @@ func TestAVerboseChargeWithADayRecordedAfterTheFirstStoreIsADifference(t *testin
 func TestARangeStartingJustBeforeACutFindsWhatOnePassFinds(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	w := newWorld(t, pool, 252) // v255; the next charge is v256, a mark
-	newWorld(t, pool, 0) // another account's events: a gap in w's positions before v256
+	newWorld(t, pool, 0)        // another account's events: a gap in w's positions before v256
 	for i := 0; i < 40; i++ {
 		w.charge(t, fmt.Sprint("p", i%11))
 	}
