@@ -88,8 +88,13 @@ func (r *report) requestCosts(rs []round) {
 	if have[rows[1].name] {
 		ratio, _ := median(rs, rpsRatio(meteredNoProj, unmeteredDetail))
 		r.p("With the projections off the metered server runs at %.2f× the unmetered one and a request costs", ratio)
-		r.p("%.0f µs: the projections take %.0f µs of what metering adds, the charge itself (the meter, its batch", mp[0], md[0]-mp[0])
-		r.p("transaction and the WAL) %.0f.", mp[0]-un[0])
+		if md[0] >= mp[0] {
+			r.p("%.0f µs: the projections take %.0f µs of what metering adds, the charge itself (the meter, its batch", mp[0], md[0]-mp[0])
+			r.p("transaction and the WAL) %.0f.", mp[0]-un[0])
+		} else {
+			r.p("%.0f µs, %.0f µs more than with them: within the machine's noise, the projections are not what", mp[0], mp[0]-md[0])
+			r.p("metering costs; the charge itself (the meter, its batch transaction and the WAL) is.")
+		}
 	}
 	r.p("")
 }
