@@ -18,6 +18,10 @@ import (
 // reports, so that the read API and the adapters agree to the millimetre.
 const EarthRadiusKm = 6371.0088
 
+// AnywhereKm is a radius that holds the whole Earth (no two points on it are more than half
+// its circumference apart): Near with it finds the nearest matches wherever they are.
+const AnywhereKm = 2 * math.Pi * EarthRadiusKm
+
 // DefaultLimit is the page size used when a query leaves Limit at zero.
 const DefaultLimit = 20
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
@@ -31,10 +32,21 @@ type grid struct {
 	mu    sync.RWMutex
 	cells map[cellKey][]point
 	where map[string]cellKey // place id to its cell, for moves and deletes
+	// tops counts the points of each top-level category (topOf) in each cell: a query of one
+	// category that would read every occupied cell (related places looked for anywhere on
+	// Earth) reads only the cells holding some of it.
+	tops map[string]map[cellKey]int
 }
 
 func newGrid() *grid {
-	return &grid{cells: map[cellKey][]point{}, where: map[string]cellKey{}}
+	return &grid{cells: map[cellKey][]point{}, where: map[string]cellKey{}, tops: map[string]map[cellKey]int{}}
+}
+
+// topOf is a category's top level, the part before its first ".": every category a query's
+// category holds (placeindex.GeoQuery.Matches) has the same top level as the query's.
+func topOf(category string) string {
+	top, _, _ := strings.Cut(category, ".")
+	return top
 }
 
 func cellOf(lat, lng float64) cellKey {
@@ -64,6 +76,13 @@ func (g *grid) put(p point) {
 	k := cellOf(p.lat, p.lng)
 	g.cells[k] = append(g.cells[k], p)
 	g.where[p.id] = k
+	top := topOf(p.category)
+	in := g.tops[top]
+	if in == nil {
+		in = map[cellKey]int{}
+		g.tops[top] = in
+	}
+	in[k]++
 }
 
 func (g *grid) remove(id string) {
@@ -76,6 +95,15 @@ func (g *grid) remove(id string) {
 	i := slices.IndexFunc(pts, func(p point) bool { return p.id == id })
 	if i < 0 {
 		return
+	}
+	top := topOf(pts[i].category)
+	if in := g.tops[top]; in[k] > 1 {
+		in[k]--
+	} else {
+		delete(in, k)
+		if len(in) == 0 {
+			delete(g.tops, top)
+		}
 	}
 	last := len(pts) - 1
 	pts[i] = pts[last]
@@ -109,6 +137,27 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 			cells = append(cells, c)
 		}
 	}
+	// counted is how many points of a cell match q, without reading them, where the cell's
+	// counts say it: every point when q has no category, the points of q's top level when q's
+	// category is one (related places); -1 otherwise.
+	excluded, hasExcluded := g.where[q.ExcludeID]
+	counted := func(row, col int, pts []point) int {
+		n := -1
+		switch {
+		case !q.ByCategory && q.CategoryPrefix == "":
+			n = len(pts)
+		case !strings.Contains(q.CategoryPrefix, "."):
+			n = g.tops[q.CategoryPrefix][cellKey{row: int32(row), col: wrapCol(col)}]
+		default:
+			return -1
+		}
+		if k := (cellKey{row: int32(row), col: wrapCol(col)}); hasExcluded && k == excluded {
+			if i := slices.IndexFunc(pts, func(p point) bool { return p.id == q.ExcludeID }); i >= 0 && q.Matches(pts[i].category) {
+				n--
+			}
+		}
+		return n
+	}
 	rows, cols, ok := window(q.Center, q.RadiusKm)
 	if ok && (rows[1]-rows[0]+1)*(cols[1]-cols[0]+1) <= len(g.cells) {
 		for r := rows[0]; r <= rows[1]; r++ {
@@ -118,9 +167,15 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 				}
 			}
 		}
+	} else if q.ByCategory || q.CategoryPrefix != "" {
+		// The window covers a pole, or more cells than are occupied: the cells holding
+		// the query's top-level category are all that can match.
+		for k := range g.tops[topOf(q.CategoryPrefix)] {
+			add(int(k.row), int(k.col), g.cells[k])
+		}
 	} else {
-		// The window covers a pole, or more cells than are occupied: reading
-		// every occupied cell is then the cheaper way, and always correct.
+		// The same without a category: reading every occupied cell is then the
+		// cheaper way, and always correct.
 		for k, pts := range g.cells {
 			add(int(k.row), int(k.col), pts)
 		}
@@ -129,6 +184,12 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 	for _, c := range cells {
 		if near.full() && c.minKm > near.heap[0].DistanceKm {
 			// Nothing here is kept: count it.
+			if c.maxKm <= q.RadiusKm {
+				if n := counted(c.row, c.col, c.pts); n >= 0 {
+					near.total += n
+					continue
+				}
+			}
 			for i := range c.pts {
 				p := &c.pts[i]
 				if match(p) && (c.maxKm <= q.RadiusKm ||
@@ -160,6 +221,7 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 // from a query's center, widened a little so that they are bounds whatever the rounding.
 type cellBounds struct {
 	pts          []point
+	row, col     int // col as the window has it, maybe past the antimeridian
 	minKm, maxKm float64
 }
 
@@ -202,7 +264,7 @@ func boundsOf(center placeindex.GeoPoint, row, col int, pts []point) cellBounds 
 	}
 	maxKm := max(at(lat0, lng0), at(lat0, lng1), at(lat1, lng0), at(lat1, lng1))
 	const slackKm, slack = 0.05, 1e-3
-	return cellBounds{pts: pts, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
+	return cellBounds{pts: pts, row: row, col: col, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
 }
 
 // compareHits orders hits nearest first, then by place id.

@@ -116,3 +116,100 @@ func TestCellBoundsHoldEveryPointOfTheCell(t *testing.T) {
 		}
 	}
 }
+
+// TestNearAnywhereInACategoryMatchesABruteForceSortAfterMovesAndDeletes: a query of a category
+// whose window reads every occupied cell (related places looked for anywhere on Earth) reads
+// only the cells counted for its top level; those counts follow every put, move and delete, so
+// the answer is still that of sorting every match.
+func TestNearAnywhereInACategoryMatchesABruteForceSortAfterMovesAndDeletes(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	g := newGrid()
+	categories := []string{"food", "food.bbq", "food.cafe.tea", "foodtruck", "shop", ".misc", "", "rare.one"}
+	at := map[string]placeindex.Doc{}
+	randomDoc := func(id string) placeindex.Doc {
+		c := categories[r.IntN(len(categories)-1)] // "rare.one" is placed by hand below
+		loc := &placeindex.GeoPoint{Lat: 36.5 + r.Float64()*2.6, Lng: -89.5 + r.Float64()*7.5}
+		if r.IntN(5) == 0 { // anywhere on Earth, poles included
+			loc = &placeindex.GeoPoint{Lat: -90 + r.Float64()*180, Lng: -180 + r.Float64()*360}
+		}
+		return placeindex.Doc{PlaceID: id, Category: c, Location: loc}
+	}
+	var docs []placeindex.Doc
+	for i := range 4000 {
+		docs = append(docs, randomDoc(fmt.Sprintf("p%04d", i)))
+	}
+	docs = append(docs, placeindex.Doc{PlaceID: "rare-1", Category: "rare.one", Location: &placeindex.GeoPoint{Lat: -33.87, Lng: 151.21}},
+		placeindex.Doc{PlaceID: "rare-2", Category: "rare", Location: &placeindex.GeoPoint{Lat: 64.1, Lng: -21.9}})
+	g.apply(docs, nil)
+	for _, d := range docs {
+		at[d.PlaceID] = d
+	}
+	// Moves (to another cell, another category, or off the map) and deletes.
+	var moved []placeindex.Doc
+	var deleted []string
+	for i := range 1500 {
+		id := fmt.Sprintf("p%04d", r.IntN(4000))
+		switch i % 3 {
+		case 0:
+			moved = append(moved, randomDoc(id))
+		case 1:
+			moved = append(moved, placeindex.Doc{PlaceID: id, Category: at[id].Category}) // no location now
+		default:
+			deleted = append(deleted, id)
+		}
+	}
+	g.apply(moved, deleted)
+	for _, d := range moved {
+		at[d.PlaceID] = d
+	}
+	for _, id := range deleted {
+		delete(at, id)
+	}
+	var pts []point
+	for _, d := range at {
+		if d.Location != nil {
+			pts = append(pts, point{id: d.PlaceID, lat: d.Location.Lat, lng: d.Location.Lng, category: d.Category})
+		}
+	}
+	counted := 0
+	for top, in := range g.tops {
+		for k, n := range in {
+			if n <= 0 || len(g.cells[k]) < n {
+				t.Fatalf("top %q: cell %v counts %d of its %d points", top, k, n, len(g.cells[k]))
+			}
+			counted += n
+		}
+	}
+	if counted != len(pts) || len(g.where) != len(pts) {
+		t.Fatalf("tops count %d points, the grid holds %d, the test %d", counted, len(g.where), len(pts))
+	}
+	for n := range 300 {
+		q := placeindex.GeoQuery{Center: placeindex.GeoPoint{Lat: -90 + r.Float64()*180, Lng: -180 + r.Float64()*360},
+			RadiusKm: placeindex.AnywhereKm, Limit: 1 + r.IntN(12), ByCategory: true}
+		if n%2 == 0 {
+			q.Center = placeindex.GeoPoint{Lat: 36.5 + r.Float64()*2.6, Lng: -89.5 + r.Float64()*7.5}
+		}
+		q.CategoryPrefix = topOf(categories[n%len(categories)])
+		if n%5 == 0 {
+			q.CategoryPrefix, q.ByCategory = categories[n%len(categories)], false
+		}
+		if n%3 == 0 {
+			q.ExcludeID = pts[r.IntN(len(pts))].id
+		}
+		var all []placeindex.Hit
+		for _, p := range pts {
+			if p.id != q.ExcludeID && q.Matches(p.category) {
+				all = append(all, placeindex.Hit{PlaceID: p.id, DistanceKm: placeindex.DistanceKm(q.Center, placeindex.GeoPoint{Lat: p.lat, Lng: p.lng})})
+			}
+		}
+		slices.SortFunc(all, compareHits)
+		want := all[:min(q.Limit, len(all))]
+		if got := g.near(q); got.Total != len(all) || !slices.Equal(got.Hits, want) {
+			t.Errorf("%+v: total %d, hits %v; want total %d, hits %v", q, got.Total, got.Hits, len(all), want)
+		}
+	}
+	rare := g.near(placeindex.GeoQuery{Center: placeindex.GeoPoint{Lat: 38.04, Lng: -84.5}, RadiusKm: placeindex.AnywhereKm, CategoryPrefix: "rare", ByCategory: true, Limit: 10})
+	if got := rare.Hits; len(got) != 2 || got[0].PlaceID != "rare-2" || got[1].PlaceID != "rare-1" {
+		t.Errorf("rare anywhere from Lexington: %v, want Reykjavik's then Sydney's", got)
+	}
+}

@@ -60,6 +60,7 @@ func Run(t *testing.T, open func(t *testing.T) placeindex.Index, opts ...Option)
 	t.Run("near leaves out the excluded place", s.nearExcludeID)
 	t.Run("near never returns places without a location", s.nearSkipsUnlocated)
 	t.Run("near pages with limit and offset while Total counts every match", s.nearPages)
+	t.Run("near with a radius holding the whole Earth finds the other side of it", s.nearAnywhere)
 	t.Run("rebuild replaces the whole content and checkpoint", s.rebuildReplaces)
 	t.Run("readers see the old generation while rebuild fills the new one", s.rebuildIsolatesReaders)
 	t.Run("a failed rebuild keeps the old generation", s.rebuildFailureKeepsOld)
@@ -439,6 +440,27 @@ func (s *suite) nearOrdersByDistance(t *testing.T) {
 	}
 	wantIDs(t, "within 100 km", mustNear(t, idx, placeindex.GeoQuery{Center: center, RadiusKm: 100, Limit: 100}),
 		"g-1km", "g-2km", "g-3km", "g-4km", "g-4km-b", "g-edge-in", "g-edge-out", "g-far")
+}
+
+func (s *suite) nearAnywhere(t *testing.T) {
+	idx := s.withGeo(t)
+	antipode := placeindex.GeoPoint{Lat: -center.Lat, Lng: center.Lng + 180}
+	mustUpsert(t, idx, []placeindex.Doc{
+		{PlaceID: "w-sydney", Name: "Sydney", Category: "food.restaurant", Location: &placeindex.GeoPoint{Lat: -33.8688, Lng: 151.2093}},
+		{PlaceID: "w-antipode", Name: "Antipode", Category: "food.cafe", Location: offset(antipode, 1, 0)},
+		{PlaceID: "w-pole", Name: "Pole", Category: "food", Location: &placeindex.GeoPoint{Lat: -90, Lng: 0}},
+	}, nil, "c2")
+	r := mustNear(t, idx, placeindex.GeoQuery{Center: center, RadiusKm: placeindex.AnywhereKm, CategoryPrefix: "food", Limit: 100})
+	wantIDs(t, "food anywhere", r, "g-1km", "g-3km", "g-4km", "g-far", "w-pole", "w-sydney", "w-antipode")
+	if r.Total != 7 {
+		t.Errorf("Total = %d, want 7", r.Total)
+	}
+	last := r.Hits[len(r.Hits)-1]
+	if want := placeindex.DistanceKm(center, *offset(antipode, 1, 0)); math.Abs(last.DistanceKm-want) > 1e-6 {
+		t.Errorf("antipode at %v km, want %v", last.DistanceKm, want)
+	}
+	wantIDs(t, "the nearest two", mustNear(t, idx, placeindex.GeoQuery{Center: antipode, RadiusKm: placeindex.AnywhereKm, Limit: 2}),
+		"w-antipode", "w-sydney")
 }
 
 func (s *suite) nearExcludesOutsideRadius(t *testing.T) {
