@@ -8,15 +8,13 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
-// PlaceDoc is what the place index keeps of a place. Full text covers the description, or
-// the SEO description when the place has no description of its own.
+// PlaceDoc is what the place index keeps of a place. Full text covers the name, the category
+// and the description, as the place list's q is defined (docs/api.md); never the SEO
+// description, which a place's list row shows but q does not search.
 func PlaceDoc(p domain.Place) placeindex.Doc {
 	d := placeindex.Doc{PlaceID: p.PlaceID, Name: p.Name, Category: p.Category}
-	switch {
-	case p.Description != nil:
+	if p.Description != nil {
 		d.Description = *p.Description
-	case p.SEODescription != nil:
-		d.Description = *p.SEODescription
 	}
 	if p.TownSlug != nil {
 		d.TownSlug = *p.TownSlug
@@ -34,15 +32,14 @@ func PlaceDoc(p domain.Place) placeindex.Doc {
 // domain.Place: decoding only these skips the menu, review summary and sources that make up
 // most of a PlaceImported payload.
 type indexedFields struct {
-	PlaceID        string   `json:"place_id"`
-	Name           string   `json:"name"`
-	Category       string   `json:"category"`
-	TownSlug       *string  `json:"town_slug"`
-	Latitude       *float64 `json:"latitude"`
-	Longitude      *float64 `json:"longitude"`
-	RatingCount    *int     `json:"rating_count"`
-	Description    *string  `json:"description"`
-	SEODescription *string  `json:"seo_description"`
+	PlaceID     string   `json:"place_id"`
+	Name        string   `json:"name"`
+	Category    string   `json:"category"`
+	TownSlug    *string  `json:"town_slug"`
+	Latitude    *float64 `json:"latitude"`
+	Longitude   *float64 `json:"longitude"`
+	RatingCount *int     `json:"rating_count"`
+	Description *string  `json:"description"`
 }
 
 // PlaceDocsFromEvents turns the PlaceImported events among events into index documents, one
@@ -60,8 +57,8 @@ func PlaceDocsFromEvents(events []eventstore.Event) (docs []placeindex.Doc, err 
 			return nil, fmt.Errorf("place docs: event %d: %w", e.Position, err)
 		}
 		d := PlaceDoc(domain.Place{PlaceRow: domain.PlaceRow{PlaceID: f.PlaceID, Name: f.Name, Category: f.Category,
-			TownSlug: f.TownSlug, Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount,
-			SEODescription: f.SEODescription}, Description: f.Description})
+			TownSlug: f.TownSlug, Latitude: f.Latitude, Longitude: f.Longitude, RatingCount: f.RatingCount},
+			Description: f.Description})
 		d.Version = e.Version
 		if i, ok := at[d.PlaceID]; ok {
 			if e.Version >= version[d.PlaceID] {

@@ -84,8 +84,6 @@ func (f *indexedFields) set(key string, v []byte) bool {
 		dst = &f.TownSlug
 	case "description":
 		dst = &f.Description
-	case "seo_description":
-		dst = &f.SEODescription
 	case "latitude":
 		return setNumber(&f.Latitude, v, parseFloat)
 	case "longitude":

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -447,6 +448,52 @@ func TestRelatedAtMostTenNearestFirstNeverItself(t *testing.T) {
 	want := []string{"same-spot", "f01", "f02", "f03", "f04", "f05", "f06", "f07", "f08", "f09"}
 	if got := ids(items); !slices.Equal(got, want) {
 		t.Fatalf("related %v", got)
+	}
+}
+
+// Related places have no radius (docs/api.md): with fewer than ten of its top-level category
+// within 50 km, the nearest ones farther away are related too, nearest first.
+func TestRelatedFindsTheNearestOfItsCategoryHoweverFar(t *testing.T) {
+	s := newProjectedStack(t, []map[string]any{
+		placeRecord("src", "Source", "food.cafe", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
+		placeRecord("n30", "Thirty", "food.bar", "paducah", kmNorth(30), geoCenter.Lng, 1, nil),
+		placeRecord("n10", "Ten", "food", "paducah", kmNorth(10), geoCenter.Lng, 1, nil),
+		placeRecord("far400", "Four hundred", "food.restaurant", "paducah", kmNorth(400), geoCenter.Lng, 1, nil),
+		placeRecord("far120", "Hundred twenty", "food.restaurant", "paducah", kmNorth(120), geoCenter.Lng, 1, nil),
+		placeRecord("shop60", "Shop", "shop.books", "paducah", kmNorth(60), geoCenter.Lng, 1, nil),
+	})
+	account, key := s.customer(500)
+	items, m := s.get(key, "/api/data/places/src/related").rows(t)
+	if got, want := ids(items), []string{"n10", "n30", "far120", "far400"}; !slices.Equal(got, want) {
+		t.Fatalf("related %v, want %v", got, want)
+	}
+	if d := items[3]["distance_km"].(float64); math.Abs(d-400) > 0.01 || items[3]["reason"] != "same category, 400.0 km away" {
+		t.Errorf("farthest related %v", items[3])
+	}
+	if m.CreditsUsed != 2 || s.balance(account) != 998 {
+		t.Errorf("related charged %d credits, balance %d; want 2 and 998", m.CreditsUsed, s.balance(account))
+	}
+}
+
+// The place list's q searches the name, the category and the description (docs/api.md), not
+// the SEO description: a word found only there matches nothing, and nothing is charged.
+func TestQDoesNotMatchAWordOnlyInTheSEODescription(t *testing.T) {
+	s := newProjectedStack(t, []map[string]any{
+		placeRecord("plc_seo", "Plain Shop", "shop.misc", "frankfort", 38.2, -84.87, 5,
+			map[string]any{"seo_description": "famous for zanzibarique pastries"}),
+		placeRecord("plc_desc", "Other Shop", "shop.misc", "frankfort", 38.2, -84.871, 5,
+			map[string]any{"description": "zanzibarique tarts", "seo_description": "nothing to see"}),
+	})
+	account, key := s.customer(500)
+	rows, m := s.get(key, "/api/data/places?q=zanzibarique").rows(t)
+	if got := ids(rows); !slices.Equal(got, []string{"plc_desc"}) || m.CreditsUsed != 1 {
+		t.Errorf("q=zanzibarique: rows %v, %d credits; want [plc_desc] (the word is only in plc_seo's SEO description), 1", got, m.CreditsUsed)
+	}
+	if rows, m := s.get(key, "/api/data/places?q=famous").rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
+		t.Errorf("q=famous: rows %v, %d credits; want none", ids(rows), m.CreditsUsed)
+	}
+	if b := s.balance(account); b != 999 {
+		t.Errorf("balance %d, want 999", b)
 	}
 }
 

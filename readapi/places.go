@@ -30,10 +30,13 @@ const (
 	maxRadiusKm     = 50
 )
 
-// Related places: same top-level category within this radius, at most this many.
+// Related places: the nearest of the same top-level category at any distance, at most
+// relatedLimit. They are looked for within relatedNearKm first (a few hundred cells of the
+// embedded index), and over the whole Earth only when fewer are found there: the nearest
+// relatedLimit within a radius are the nearest anywhere once there are that many.
 const (
-	relatedRadiusKm = 50
-	relatedLimit    = 10
+	relatedNearKm = 50
+	relatedLimit  = 10
 )
 
 // maxQueryWords bounds the different words of a place list's q (docs/limits.md).
@@ -205,8 +208,8 @@ func placeIDOf(r *http.Request) (string, error) {
 	return id, nil
 }
 
-// relatedPlaces answers GET /api/data/places/{placeId}/related: other places of the same
-// top-level category within relatedRadiusKm, nearest first. A place without coordinates
+// relatedPlaces answers GET /api/data/places/{placeId}/related: the nearest other places of
+// the same top-level category, at any distance, nearest first. A place without coordinates
 // has no neighbours; the answer is an empty list, charged like any other.
 func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller) error {
 	id, err := placeIDOf(r)
@@ -228,16 +231,22 @@ func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller)
 	items := []relatedItem{}
 	if lat != nil && lng != nil {
 		top, _, _ := strings.Cut(category, ".")
-		res, err := s.Index.Near(r.Context(), placeindex.GeoQuery{
-			Center:         placeindex.GeoPoint{Lat: *lat, Lng: *lng},
-			RadiusKm:       relatedRadiusKm,
-			CategoryPrefix: top,
-			ByCategory:     true, // a top level of "" (a category starting with ".") is one too
-			ExcludeID:      id,
-			Limit:          relatedLimit,
-		})
-		if err != nil {
-			return fmt.Errorf("related places: %w", err)
+		var res placeindex.Result
+		for _, radius := range []float64{relatedNearKm, placeindex.AnywhereKm} {
+			res, err = s.Index.Near(r.Context(), placeindex.GeoQuery{
+				Center:         placeindex.GeoPoint{Lat: *lat, Lng: *lng},
+				RadiusKm:       radius,
+				CategoryPrefix: top,
+				ByCategory:     true, // a top level of "" (a category starting with ".") is one too
+				ExcludeID:      id,
+				Limit:          relatedLimit,
+			})
+			if err != nil {
+				return fmt.Errorf("related places: %w", err)
+			}
+			if len(res.Hits) >= relatedLimit {
+				break
+			}
 		}
 		ids := make([]string, len(res.Hits))
 		for i, h := range res.Hits {

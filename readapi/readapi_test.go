@@ -560,9 +560,11 @@ func TestRelatedPlacesShareTheTopLevelCategoryNearestFirst(t *testing.T) {
 	_, key := s.customer(500)
 
 	items, m := s.get(key, "/api/data/places/lex-bourbon-bar/related").rows(t)
-	got := ids(items)
-	if len(got) != 3 || slices.Contains(got, "lex-bourbon-bar") || slices.Contains(got, "lex-quickmart") || slices.Contains(got, "lou-bourbon") {
-		t.Fatalf("related %v", got)
+	// Every other food place of the fixture, at any distance: Lexington's, then Louisville's
+	// (about 110 km) and Bowling Green's; never the place itself nor the shop.
+	want := []string{"lex-burger-1", "lex-coffee", "lex-bbq", "lou-bourbon", "lou-burger-2", "lou-hot-brown", "bg-cave", "bg-burger-3"}
+	if got := ids(items); !slices.Equal(got, want) {
+		t.Fatalf("related %v, want %v", got, want)
 	}
 	last := 0.0
 	for _, it := range items {
