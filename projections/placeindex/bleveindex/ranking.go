@@ -86,11 +86,16 @@ func (r *ranking) list(townPrefix string, limit, offset int) placeindex.Result {
 			heap.Fix(worst, 0)
 		}
 	}
-	kept := slices.Clone(*worst)
+	// The heap points into places, which an apply may change once the lock is let go: the
+	// page is copied out under it.
+	kept := make([]ranked, len(*worst))
+	for i, p := range *worst {
+		kept[i] = *p
+	}
 	r.mu.RUnlock()
 
-	slices.SortFunc(kept, func(a, b *ranked) int {
-		if a.before(b) {
+	slices.SortFunc(kept, func(a, b ranked) int {
+		if a.before(&b) {
 			return -1
 		}
 		return 1
