@@ -620,9 +620,10 @@ func (a *auditor) finish(ctx context.Context, tx pgx.Tx, streams []streamInfo, s
 			continue
 		}
 		h := s.head
-		if st.version != h.Version || st.hash != h.Hash || (h.Version > 0 && !st.at.Equal(h.At)) {
-			a.differ("stream %s: head says version %d (hash %x, time %s) but its events end at version %d (hash %x, time %s)",
-				h.ID, h.Version, h.Hash[:6], h.At.Format(time.RFC3339Nano), st.version, st.hash[:6], st.at.Format(time.RFC3339Nano))
+		// The head's position too: the ledger's CSV export and digests end a stream there.
+		if st.version != h.Version || st.hash != h.Hash || (h.Version > 0 && (!st.at.Equal(h.At) || st.position != h.Position)) {
+			a.differ("stream %s: head says version %d (hash %x, time %s, position %d) but its events end at version %d (hash %x, time %s, position %d)",
+				h.ID, h.Version, h.Hash[:6], h.At.Format(time.RFC3339Nano), h.Position, st.version, st.hash[:6], st.at.Format(time.RFC3339Nano), st.position)
 		}
 		if s.account != "" {
 			accountIDs = append(accountIDs, s.account)

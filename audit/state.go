@@ -58,10 +58,11 @@ type streamState struct {
 	a    *auditor
 	info streamInfo
 
-	version int64
-	hash    [32]byte
-	at      time.Time
-	balance int64
+	version  int64
+	hash     [32]byte
+	at       time.Time
+	position int64 // of the event at version (the boundary's when it is archived)
+	balance  int64
 	// boundary is the position the stream's archived boundary says its archived history ends
 	// at (0: none): its live events must all be after it, for the ledger starts its pages there.
 	boundary int64
@@ -124,6 +125,7 @@ func (s *streamState) diff(format string, args ...any) {
 // read models' comparisons as well.
 func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 	s.version, s.hash, s.at, s.boundary = b.Version, b.Hash, b.At, b.Position
+	s.position = b.Position
 	s.fromBoundary = true
 	if !b.At.IsZero() {
 		s.boundaryDay = domain.Day(b.At)
@@ -243,7 +245,7 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		s.boundary = 0 // said once
 	}
 	prevAt := s.at
-	s.version, s.hash, s.at = e.Version, e.Hash, e.RecordedAt
+	s.version, s.hash, s.at, s.position = e.Version, e.Hash, e.RecordedAt, e.Position
 	if s.info.account == "" {
 		return
 	}
@@ -343,7 +345,7 @@ func (s *streamState) charged(day string, position int64) {
 
 // merge folds the state of the stream's next segment into s.
 func (s *streamState) merge(next *streamState) {
-	s.version, s.hash, s.at, s.balance = next.version, next.hash, next.at, next.balance
+	s.version, s.hash, s.at, s.position, s.balance = next.version, next.hash, next.at, next.position, next.balance
 	if next.chargedDay != "" {
 		s.charged(next.chargedDay, next.chargedFrom)
 	}
