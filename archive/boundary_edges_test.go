@@ -11,7 +11,6 @@ import (
 	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/domain"
-	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
 // An archived store audits clean however the audit is cut: ranges starting or ending exactly
@@ -109,10 +108,7 @@ func TestBoundariesRecordTheirLastEventAndOlderOnesAreTrustedAsRecorded(t *testi
 
 	// Boundaries as an archive run before migration 0020 left them: without their last event,
 	// in ranges archived before that migration was applied.
-	exec(t, h.pool, `UPDATE stream_boundaries SET prev_hash = NULL, type = NULL, payload = NULL, metadata = NULL`)
-	pgtest.ExecAsOlderVersion(t, h.pool, `UPDATE event_archives SET archived_at = (SELECT applied_at - interval '1 day' FROM schema_migrations
-		WHERE name = '0020_boundary_last_event.sql')`)
-	auditClean(t, h.pool, audit.Options{})
+	asBeforeMigration0020(t, h)
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)

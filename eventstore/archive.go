@@ -113,8 +113,9 @@ type Boundary struct {
 	Last *BoundaryEvent
 	// Legacy (read from the store, never written) is true when the archive range holding the
 	// boundary's last event was archived before migration 0020 made every boundary record that
-	// event: only such a boundary may lack Last. A boundary in a newer range without it has
-	// lost it (docs/operations.md, "Retention and archiving").
+	// event, and the boundary is one the store held without it when migration 0028 fixed them
+	// (legacy_boundaries): only such a boundary may lack Last. Any other without it has lost it
+	// (docs/operations.md, "Retention and archiving").
 	Legacy bool
 	// ListsLegacy (read from the store, never written) is true when some range at or before
 	// the boundary was archived before migration 0021 made every account boundary list its
@@ -147,7 +148,8 @@ func (b Boundary) HashMatches() bool {
 const boundaryColumns = `s.stream_id, b.version, b.position, b.hash, b.recorded_at, b.first_at, b.account,
 	b.prev_hash, b.type, b.payload, b.metadata,
 	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0020_boundary_last_event.sql'
-		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at),
+		WHERE a.from_position <= b.position AND b.position < a.to_position AND a.archived_at < m.applied_at) AND
+	EXISTS (SELECT FROM legacy_boundaries l WHERE l.stream_no = b.stream_no AND l.version = b.version AND l.hash = b.hash),
 	NOT EXISTS (SELECT FROM schema_migrations WHERE name = '0021_boundary_once_lists.sql') OR
 	EXISTS (SELECT FROM event_archives a JOIN schema_migrations m ON m.name = '0021_boundary_once_lists.sql'
 		WHERE a.from_position <= b.position AND a.archived_at < m.applied_at AND b.first_at < a.archived_at),
