@@ -7,7 +7,7 @@
 #   3a. the metered detail run again on `kyapi serve -projections=false`: what the projections
 #       cost, apart from the charge
 #   3b. the metered detail run again with REDIS_URL set (a private redis-server): the cost of a
-#       rate limit shared by every process against the in-process one
+#       rate limit shared in Redis against the one shared in the database
 #   4. the same handlers unmetered (bench/unmetered), same database and index, same runs
 #   4b. two more rounds of 3, 3a and 4, taking turns (BENCH_ROUNDS): the target ratios are medians
 #   5. a CPU profile of the metered path (bench/metered, with pprof) under the detail load,

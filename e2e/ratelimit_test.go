@@ -43,21 +43,33 @@ func burst(t *testing.T, procs []*service, key, path string, n int) map[int]int 
 // restart.
 func TestServeProcessesSharingRedisAdmitEachKeysLimitBetweenThem(t *testing.T) {
 	t.Parallel()
+	redisSrv := redistest.Start(t)
+	processesAdmitEachKeysLimitBetweenThem(t, map[string]string{"REDIS_URL": redisSrv.URL()}, "Redis")
+}
+
+// The same without Redis (REDIS_URL unset, as decisions.md configures serve): the processes
+// count in the database they share, so every rule holds across them with PostgreSQL alone.
+func TestServeProcessesWithoutRedisAdmitEachKeysLimitBetweenThem(t *testing.T) {
+	t.Parallel()
+	processesAdmitEachKeysLimitBetweenThem(t, map[string]string{}, "PostgreSQL")
+}
+
+func processesAdmitEachKeysLimitBetweenThem(t *testing.T, env map[string]string, store string) {
 	dbURL := pgtest.NewDatabase(t)
 	importCatalog(t, dbURL)
-	redisSrv := redistest.Start(t)
 	token := randomToken("admin-")
-	// REDIS_TIMEOUT long: on a starved machine a slow answer would otherwise count a request in
-	// its process, and the processes would admit more than the limit between them.
-	env := map[string]string{"REDIS_URL": redisSrv.URL(), "RATE_LIMIT_PER_MINUTE": "60", "REDIS_TIMEOUT": "30s"}
+	// REDIS_TIMEOUT (a call to the store) long: on a starved machine a slow answer would
+	// otherwise count a request in its process, and the processes would admit more than the
+	// limit between them.
+	env["RATE_LIMIT_PER_MINUTE"], env["REDIS_TIMEOUT"] = "60", "30s"
 	procs := []*service{
 		startServe(t, serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: token, Env: env}),
 		startServe(t, serveConfig{Name: "B", DatabaseURL: dbURL, AdminToken: token, Env: env}),
 		startServe(t, serveConfig{Name: "C", DatabaseURL: dbURL, AdminToken: token, Env: env}),
 	}
 	for _, p := range procs {
-		if !strings.Contains(p.Output(), "rate limiter: shared in Redis") {
-			t.Errorf("%s did not log that it counts in Redis:\n%s", p.cfg.Name, p.Output())
+		if !strings.Contains(p.Output(), "rate limiter: shared in "+store) {
+			t.Errorf("%s did not log that it counts in %s:\n%s", p.cfg.Name, store, p.Output())
 		}
 	}
 
@@ -119,15 +131,6 @@ func TestServeProcessesSharingRedisAdmitEachKeysLimitBetweenThem(t *testing.T) {
 		}
 	})
 	requireAuditClean(t, dbURL)
-}
-
-func TestServeWithoutRedisLogsThatItCountsInTheProcess(t *testing.T) {
-	t.Parallel()
-	dbURL := pgtest.NewDatabase(t)
-	s := startServe(t, serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: randomToken("admin-")})
-	if !strings.Contains(s.Output(), "rate limiter: in process") {
-		t.Fatalf("no line naming the in-process limiter:\n%s", s.Output())
-	}
 }
 
 // Redis killed under load: every request is still answered (no 500, no 503), each process

@@ -7,22 +7,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/sirupsen/logrus"
 )
 
-// Shared counts in Redis and, while Redis cannot be reached, in the process (Local): the
-// read API keeps answering through an outage, each process enforcing the limit on its own
-// requests (availability over strictness, docs/api.md). Each answer from Redis is copied to
-// the process, so counting there continues the window in progress. It logs the outage once
-// when it starts and once when it ends; while Redis is down one request at a time, at most
-// once per probeEvery, tries it again, so counting returns to Redis by itself.
+// Shared counts in a store every process shares — Redis (REDIS_URL), or else the database
+// (Postgres) — and, while it cannot be reached, in the process (Local): the read API keeps
+// answering through an outage, each process enforcing the limit on its own requests
+// (availability over strictness, docs/api.md). Each answer from the store is copied to the
+// process, so counting there continues the window in progress. It logs the outage once when it
+// starts and once when it ends; while the store is down one request at a time, at most once
+// per probeEvery, tries it again, so counting returns to it by itself.
 type Shared struct {
-	redis *Redis
-	local *Local
-	log   *logrus.Logger
-	// callTimeout bounds one call to Redis; past it the request is counted locally.
+	remote remote
+	name   string // of the store, in the log: Redis, PostgreSQL
+	local  *Local
+	log    *logrus.Logger
+	// callTimeout bounds one call to the store; past it the request is counted locally.
 	callTimeout time.Duration
 	probeEvery  time.Duration
 
@@ -79,19 +82,48 @@ func (d debugLog) Printf(_ context.Context, format string, v ...any) {
 	d.log.WithField("component", "go-redis").Debugf(format, v...)
 }
 
+// remote is the store a Shared limiter counts in.
+type remote interface {
+	// Take counts one request of key; an error means the store did not answer and nothing is known.
+	Take(ctx context.Context, key string, limit int, now time.Time) (Quota, error)
+	Ping(ctx context.Context) error
+	Describe() string
+	Close() error
+}
+
 // NewShared counts in the Redis that client reaches, and in the process while it is down.
 func NewShared(client *redis.Client, log *logrus.Logger) *Shared {
+	return newShared(NewRedis(client), "Redis", log)
+}
+
+// NewSharedInDatabase counts in the database (Postgres), each call bounded by timeout (0:
+// DefaultRedisTimeout), and in the process while it does not answer. Close stops its worker;
+// the pool is the caller's.
+func NewSharedInDatabase(pool *pgxpool.Pool, timeout time.Duration, log *logrus.Logger) *Shared {
+	p := NewPostgres(pool)
+	if timeout > 0 {
+		p.timeout = timeout
+	}
+	s := newShared(p, "PostgreSQL", log)
+	s.callTimeout = p.timeout
+	return s
+}
+
+func newShared(r remote, name string, log *logrus.Logger) *Shared {
 	if log == nil {
 		log = logrus.StandardLogger()
 	}
-	return &Shared{redis: NewRedis(client), local: NewLocal(), log: log,
+	return &Shared{remote: r, name: name, local: NewLocal(), log: log,
 		callTimeout: DefaultRedisTimeout, probeEvery: redisProbeEvery}
 }
 
-// Describe names where the limiter counts, for the start-up log: the Redis address without
-// credentials.
-func (s *Shared) Describe() string {
-	o := s.redis.client.Options()
+// Describe names where the limiter counts, for the start-up log (a Redis address without
+// credentials).
+func (s *Shared) Describe() string { return s.remote.Describe() }
+
+// Describe is the Redis address without credentials.
+func (r *Redis) Describe() string {
+	o := r.client.Options()
 	u := url.URL{Scheme: "redis", Host: o.Addr, Path: fmt.Sprintf("/%d", o.DB)}
 	if o.TLSConfig != nil {
 		u.Scheme = "rediss"
@@ -99,12 +131,18 @@ func (s *Shared) Describe() string {
 	return u.String()
 }
 
-// Check pings Redis; a failure starts the outage (logged once) as a failed request would.
+// Ping checks that Redis answers.
+func (r *Redis) Ping(ctx context.Context) error { return r.client.Ping(ctx).Err() }
+
+// Close closes the Redis client.
+func (r *Redis) Close() error { return r.client.Close() }
+
+// Check pings the store; a failure starts the outage (logged once) as a failed request would.
 func (s *Shared) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.callTimeout)
 	defer cancel()
 	turn := s.turn()
-	err := s.redis.client.Ping(ctx).Err()
+	err := s.remote.Ping(ctx)
 	if err != nil {
 		s.failed(err, turn)
 	} else {
@@ -113,14 +151,14 @@ func (s *Shared) Check(ctx context.Context) error {
 	return err
 }
 
-// Close closes the Redis client.
-func (s *Shared) Close() error { return s.redis.client.Close() }
+// Close closes the store's client (stops its worker).
+func (s *Shared) Close() error { return s.remote.Close() }
 
-// Take counts one request in Redis, or in the process when Redis does not answer.
+// Take counts one request in the store, or in the process when it does not answer.
 func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time) Quota {
-	if ok, turn := s.tryRedis(); ok {
+	if ok, turn := s.tryRemote(); ok {
 		rctx, cancel := context.WithTimeout(ctx, s.callTimeout)
-		q, err := s.redis.Take(rctx, key, limit, now)
+		q, err := s.remote.Take(rctx, key, limit, now)
 		cancel()
 		switch {
 		case err == nil:
@@ -128,7 +166,7 @@ func (s *Shared) Take(ctx context.Context, key string, limit int, now time.Time)
 			s.local.follow(key, q, now)
 			return q
 		case ctx.Err() != nil:
-			// The client went away: no news about Redis.
+			// The client went away: no news about the store.
 		default:
 			s.failed(err, turn)
 		}
@@ -162,9 +200,9 @@ func (l *Local) follow(key string, q Quota, now time.Time) {
 	l.windows[key] = &keyWindow{start: start, used: used}
 }
 
-// tryRedis reports whether this request asks Redis — always while it is up; while it is down,
-// one request per probeEvery — and the turn it asks in.
-func (s *Shared) tryRedis() (bool, uint64) {
+// tryRemote reports whether this request asks the store — always while it is up; while it is
+// down, one request per probeEvery — and the turn it asks in.
+func (s *Shared) tryRemote() (bool, uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.down {
@@ -195,7 +233,7 @@ func (s *Shared) failed(err error, turn uint64) {
 	}
 	s.down = true
 	s.turns++
-	s.log.WithError(err).Warn("rate limiter: Redis unavailable; each process counts its own requests until it answers again")
+	s.log.WithError(err).Warnf("rate limiter: %s unavailable; each process counts its own requests until it answers again", s.name)
 }
 
 // answered records a call of turn that Redis answered.
@@ -207,10 +245,10 @@ func (s *Shared) answered(turn uint64) {
 	}
 	s.down = false
 	s.turns++
-	s.log.Info("rate limiter: Redis answers again; requests are counted in Redis")
+	s.log.Infof("rate limiter: %s answers again; requests are counted in %s", s.name, s.name)
 }
 
-// Down reports whether the limiter is counting in the process because Redis did not answer.
+// Down reports whether the limiter is counting in the process because the store did not answer.
 func (s *Shared) Down() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

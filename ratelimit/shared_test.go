@@ -303,13 +303,13 @@ func TestRepliesOfCallsSentBeforeAChangeDoNotTurnTheLimiterAgain(t *testing.T) {
 	s := NewShared(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), log)
 	defer s.Close()
 	s.probeEvery = 0
-	_, before := s.tryRedis() // two calls in flight while Redis is up
+	_, before := s.tryRemote() // two calls in flight while Redis is up
 	s.failed(errors.New("EOF"), before)
 	s.answered(before) // the other call's reply, sent before Redis died
 	if !s.Down() {
 		t.Fatal("a reply to a call sent before the outage ended it")
 	}
-	ok, probe := s.tryRedis()
+	ok, probe := s.tryRemote()
 	if !ok {
 		t.Fatal("no probe while down")
 	}

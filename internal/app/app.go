@@ -348,7 +348,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if opts.Meter != nil {
 			m = opts.Meter(store)
 		}
-		limiter, closeLimiter, err := OpenLimiter(ctx, cfg, log)
+		limiter, closeLimiter, err := OpenLimiter(ctx, cfg, pool, log)
 		if err != nil {
 			return err
 		}
@@ -398,22 +398,30 @@ func shutdown(servers []*http.Server, wait time.Duration, stopNow func()) {
 	wg.Wait()
 }
 
-// OpenLimiter is the read API's rate limiter: shared in Redis when REDIS_URL is set (with the
-// process as its fallback while Redis is down), otherwise in the process. It logs which.
-func OpenLimiter(ctx context.Context, cfg Config, log *logrus.Logger) (ratelimit.Limiter, func(), error) {
+// OpenLimiter is the read API's rate limiter, shared by every serve process: in Redis when
+// REDIS_URL is set, otherwise in the database (pool), with the process as its fallback while
+// the store does not answer. It logs which.
+func OpenLimiter(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *logrus.Logger) (ratelimit.Limiter, func(), error) {
+	var (
+		shared *ratelimit.Shared
+		fields logrus.Fields
+		where  = "PostgreSQL"
+	)
 	if cfg.RedisURL == "" {
-		log.WithField("limiter", "in-process").Info("rate limiter: in process (REDIS_URL is not set): each process counts its own requests")
-		return ratelimit.NewLocal(), func() {}, nil
-	}
-	shared, err := ratelimit.OpenShared(cfg.RedisURL, cfg.RedisTimeout, log)
-	if err != nil {
-		return nil, nil, err
-	}
-	fields := logrus.Fields{"limiter": "redis", "redis": shared.Describe()}
-	if err := shared.Check(ctx); err != nil {
-		log.WithFields(fields).Warn("rate limiter: shared in Redis, which does not answer yet; counting in the process until it does")
+		shared = ratelimit.NewSharedInDatabase(pool, cfg.RedisTimeout, log)
+		fields = logrus.Fields{"limiter": "postgres"}
 	} else {
-		log.WithFields(fields).Info("rate limiter: shared in Redis: every process counts each key's requests together")
+		where = "Redis"
+		var err error
+		if shared, err = ratelimit.OpenShared(cfg.RedisURL, cfg.RedisTimeout, log); err != nil {
+			return nil, nil, err
+		}
+		fields = logrus.Fields{"limiter": "redis", "redis": shared.Describe()}
+	}
+	if err := shared.Check(ctx); err != nil {
+		log.WithFields(fields).Warnf("rate limiter: shared in %s, which does not answer yet; counting in the process until it does", where)
+	} else {
+		log.WithFields(fields).Infof("rate limiter: shared in %s: every process counts each key's requests together", where)
 	}
 	return shared, func() { _ = shared.Close() }, nil
 }

@@ -34,8 +34,9 @@ type Config struct {
 	AuditSigningKey string
 
 	// RedisURL, when set, is the Redis in which every process counts each key's requests
-	// (ratelimit.Shared); unset, each process counts its own. RedisTimeout bounds each call
-	// to it (REDIS_TIMEOUT, default 1s): past it the request is counted in the process.
+	// (ratelimit.Shared); unset, they count them in the database (ratelimit.Postgres).
+	// RedisTimeout bounds each call to either (REDIS_TIMEOUT, default 1s): past it the request
+	// is counted in the process.
 	RedisURL     string
 	RedisTimeout time.Duration
 
