@@ -442,7 +442,7 @@ func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) 
 			if inLedger {
 				paid++
 			}
-		case httpx.MapError(err).Code == httpx.CodeUnavailable: // domain.ErrUnavailable, a lost connection
+		case httpx.MapError(err).Outcome == httpx.OutcomeNone: // domain.ErrUnavailable, a lost connection
 			if inLedger {
 				t.Fatalf("charge %d: answered %v but the charge is in the ledger", i, err)
 			}
@@ -466,7 +466,7 @@ func TestAServerEndingTheSessionAfterCommitNeverMakesTheAnswerLie(t *testing.T) 
 	var res commands.ChargeResult
 	var err error
 	for range 10 {
-		if res, err = s.charge(hash, domain.OpPlaceList, all...); httpx.MapError(err).Code != httpx.CodeUnavailable {
+		if res, err = s.charge(hash, domain.OpPlaceList, all...); httpx.MapError(err).Outcome != httpx.OutcomeNone {
 			break
 		}
 	}

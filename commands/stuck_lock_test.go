@@ -110,7 +110,7 @@ func TestAnAccountHeldByAStuckTransactionFailsAloneAndItsBatchIsAnsweredAtOnce(t
 	if gotA.err == nil || errors.Is(gotA.err, domain.ErrOutcomeUnknown) {
 		t.Fatalf("A (its row held): %+v %v; want a refusal that says nothing was charged", gotA.res, gotA.err)
 	}
-	if e := httpx.MapError(gotA.err); e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+	if e := httpx.MapError(gotA.err); e.Status != http.StatusServiceUnavailable || e.Outcome != httpx.OutcomeNone {
 		t.Fatalf("A's answer maps to %+v (%v); want 503 unavailable", e, gotA.err)
 	}
 	if after := ledgerOf(t, s, a); after.balance != before.balance || after.events != before.events {
@@ -158,7 +158,7 @@ func TestTheChargesOfAHeldAccountFailTogetherAfterOneWait(t *testing.T) {
 	release()
 	for i, ch := range rest {
 		got := <-ch
-		if e := httpx.MapError(got.err); got.err == nil || e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+		if e := httpx.MapError(got.err); got.err == nil || e.Status != http.StatusServiceUnavailable || e.Outcome != httpx.OutcomeNone {
 			t.Errorf("charge %d of the held account: %+v %v; want 503 unavailable, as its batch's", i+1, got.res, got.err)
 		}
 	}
@@ -187,7 +187,7 @@ func TestAHeldAccountsLaterChargesFailWithoutWaitingTheWholeLockWait(t *testing.
 		t.Helper()
 		start := time.Now()
 		res, err := s.charge(domain.HashKey(keyA.APIKey), domain.OpPlaceDetail, domain.PlaceResource(place))
-		if e := httpx.MapError(err); err == nil || e.Status != http.StatusServiceUnavailable || e.Code != httpx.CodeUnavailable {
+		if e := httpx.MapError(err); err == nil || e.Status != http.StatusServiceUnavailable || e.Outcome != httpx.OutcomeNone {
 			t.Fatalf("a charge of the held account (%s): %+v %v; want 503 unavailable", place, res, err)
 		}
 		return time.Since(start)

@@ -408,6 +408,15 @@ func (r response) decode(t testing.TB, v any) {
 	}
 }
 
+// outcomeOf is what a 503 says of its charge (X-Charge-Outcome, with its Retry-After), as
+// ", charge outcome none" or ", charge outcome unknown"; "" for any other answer.
+func outcomeOf(r response) string {
+	if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" {
+		return ""
+	}
+	return ", charge outcome " + r.Header.Get("X-Charge-Outcome")
+}
+
 // errorCode is the code of an error body, or "" when the body is not one.
 func (r response) errorCode() string {
 	var e struct {

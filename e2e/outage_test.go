@@ -166,14 +166,14 @@ func TestDatabaseOutageGives503AndRecovers(t *testing.T) {
 		switch {
 		case r.Status == http.StatusOK:
 			t.Errorf("GET %s during the outage answered 200: %s", p, r.Body)
-		case r.Status != http.StatusServiceUnavailable || r.errorCode() != "unavailable":
-			t.Errorf("GET %s during the outage: status %d code %q, want 503 unavailable: %s", p, r.Status, r.errorCode(), r.Body)
+		case r.Status != http.StatusServiceUnavailable || r.errorCode()+outcomeOf(r) != "internal, charge outcome none":
+			t.Errorf("GET %s during the outage: status %d code %q%s, want 503 internal, nothing charged: %s", p, r.Status, r.errorCode(), outcomeOf(r), r.Body)
 		}
 	}
 	r := s.adminAs(s.cfg.AdminToken, http.MethodGet, "/admin/accounts/"+accountID, nil)
 	seen[fmt.Sprintf("admin %d %s", r.Status, r.errorCode())]++
-	if r.Status != http.StatusServiceUnavailable || r.errorCode() != "unavailable" {
-		t.Errorf("admin GET account during the outage: status %d code %q, want 503 unavailable: %s", r.Status, r.errorCode(), r.Body)
+	if r.Status != http.StatusServiceUnavailable || r.errorCode() != "internal" {
+		t.Errorf("admin GET account during the outage: status %d code %q, want 503 internal: %s", r.Status, r.errorCode(), r.Body)
 	}
 	t.Logf("answers during the outage (status code: count): %v", seen)
 

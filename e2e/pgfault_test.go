@@ -77,7 +77,7 @@ func runFaultUnderLoad(t *testing.T, fault func(t *testing.T, c *privateCluster,
 				if err != nil {
 					o.err = err.Error()
 				} else {
-					o.status, o.code, o.body = r.Status, r.errorCode(), string(r.Body)
+					o.status, o.code, o.body = r.Status, r.errorCode()+outcomeOf(r), string(r.Body)
 					if r.Status == http.StatusOK {
 						var m metered
 						_ = json.Unmarshal(r.Body, &m)
@@ -153,14 +153,14 @@ func runFaultUnderLoad(t *testing.T, fault func(t *testing.T, c *privateCluster,
 			if n != 0 {
 				report("%s: 404 but paid %d times", o.path, n)
 			}
-		case o.status == http.StatusServiceUnavailable && o.code == "unavailable":
+		case o.status == http.StatusServiceUnavailable && o.code == "internal, charge outcome none":
 			if n != 0 {
 				report("%s: 503 unavailable (nothing charged) but paid %d times", o.path, n)
 			}
 			if !strings.HasPrefix(o.body, `{"error":"service temporarily unavailable`) {
 				report("%s: 503 unavailable with body %s", o.path, o.body)
 			}
-		case o.status == http.StatusServiceUnavailable && o.code == "charge_outcome_unknown":
+		case o.status == http.StatusServiceUnavailable && o.code == "internal, charge outcome unknown":
 			if n > 1 {
 				report("%s: charge_outcome_unknown but paid %d times", o.path, n)
 			}

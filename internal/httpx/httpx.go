@@ -64,15 +64,28 @@ type errorBody struct {
 	Code  string `json:"code"`
 }
 
-// Error is an error as the client sees it: status, machine code and human sentence.
+// Error is an error as the client sees it: status, machine code and human sentence, and for a
+// 503 what became of the request's charge.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Outcome, on a 503, is the X-Charge-Outcome header: OutcomeNone or OutcomeUnknown.
+	Outcome string
 }
 
-// Write writes e as the error body.
-func (e Error) Write(w http.ResponseWriter) { WriteError(w, e.Status, e.Code, e.Message) }
+// Write writes e as the error body. A 503 also says when to retry (Retry-After, seconds) and,
+// in X-Charge-Outcome, whether the request may have been charged: the code of every 5xx is
+// `internal`, the one decisions.md lists (docs/api.md, "Errors").
+func (e Error) Write(w http.ResponseWriter) {
+	if e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+		if e.Outcome != "" {
+			w.Header().Set(ChargeOutcomeHeader, e.Outcome)
+		}
+	}
+	WriteError(w, e.Status, e.Code, e.Message)
+}
 
 // BadRequestError is a problem with the request itself (malformed JSON, a bad query
 // parameter) found at the edge before any command runs.
@@ -95,42 +108,50 @@ const (
 	CodeNotFound            = "not_found"
 	CodeRateLimited         = "rate_limited"
 	CodeInternal            = "internal"
-	// CodeUnavailable is for 503s: the database is unreachable or too slow; nothing was
-	// charged.
-	CodeUnavailable = "unavailable"
-	// CodeOutcomeUnknown is a 503 after which it is not known whether the request was charged
-	// (domain.ErrOutcomeUnknown; docs/api.md).
-	CodeOutcomeUnknown = "charge_outcome_unknown"
 	// CodeArchived is a 410 for an admin read whose answer lies in archived history
 	// (domain.ArchivedError; docs/api.md).
 	CodeArchived = "archived"
+)
+
+// ChargeOutcomeHeader is the header of a 503 that says what became of the request's charge.
+const ChargeOutcomeHeader = "X-Charge-Outcome"
+
+// The values of ChargeOutcomeHeader.
+const (
+	// OutcomeNone: the database is unreachable or too slow, or the charge's transaction is
+	// known to have been rolled back: nothing was charged.
+	OutcomeNone = "none"
+	// OutcomeUnknown: the connection was lost after the charge's COMMIT was sent and it could not
+	// be found out whether it committed (domain.ErrOutcomeUnknown; docs/api.md).
+	OutcomeUnknown = "unknown"
 )
 
 // MapError is the one place that turns an error into a status, code and message. Anything
 // it does not know is a 500 whose message reveals nothing.
 func MapError(err error) Error {
 	sentinels := []struct {
-		err    error
-		status int
-		code   string
+		err     error
+		status  int
+		code    string
+		outcome string
 	}{
-		{domain.ErrMissingKey, http.StatusUnauthorized, CodeMissingAPIKey},
-		{domain.ErrInvalidKey, http.StatusUnauthorized, CodeInvalidAPIKey},
-		{domain.ErrKeyRevoked, http.StatusForbidden, CodeRevokedAPIKey},
-		{domain.ErrInsufficientCredits, http.StatusPaymentRequired, CodeInsufficientCredits},
-		{domain.ErrAccountNotFound, http.StatusNotFound, CodeNotFound},
-		{domain.ErrKeyNotFound, http.StatusNotFound, CodeNotFound},
-		{domain.ErrGrantNotFound, http.StatusNotFound, CodeNotFound},
-		{domain.ErrNoDigest, http.StatusNotFound, CodeNotFound},
-		{domain.ErrPurchaseAmount, http.StatusBadRequest, CodeBadRequest},
+		{domain.ErrMissingKey, http.StatusUnauthorized, CodeMissingAPIKey, ""},
+		{domain.ErrInvalidKey, http.StatusUnauthorized, CodeInvalidAPIKey, ""},
+		{domain.ErrKeyRevoked, http.StatusForbidden, CodeRevokedAPIKey, ""},
+		{domain.ErrInsufficientCredits, http.StatusPaymentRequired, CodeInsufficientCredits, ""},
+		{domain.ErrAccountNotFound, http.StatusNotFound, CodeNotFound, ""},
+		{domain.ErrKeyNotFound, http.StatusNotFound, CodeNotFound, ""},
+		{domain.ErrGrantNotFound, http.StatusNotFound, CodeNotFound, ""},
+		{domain.ErrNoDigest, http.StatusNotFound, CodeNotFound, ""},
+		{domain.ErrPurchaseAmount, http.StatusBadRequest, CodeBadRequest, ""},
 		// §6 has no conflict code: a payment reference reused for another account is a bad request.
-		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest},
-		{domain.ErrOutcomeUnknown, http.StatusServiceUnavailable, CodeOutcomeUnknown},
-		{domain.ErrUnavailable, http.StatusServiceUnavailable, CodeUnavailable},
+		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest, ""},
+		{domain.ErrOutcomeUnknown, http.StatusServiceUnavailable, CodeInternal, OutcomeUnknown},
+		{domain.ErrUnavailable, http.StatusServiceUnavailable, CodeInternal, OutcomeNone},
 	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
-			return Error{Status: s.status, Code: s.code, Message: s.err.Error()}
+			return Error{Status: s.status, Code: s.code, Message: s.err.Error(), Outcome: s.outcome}
 		}
 	}
 	var (
@@ -156,7 +177,7 @@ func MapError(err error) Error {
 		return Error{Status: http.StatusBadRequest, Code: CodeBadRequest,
 			Message: "input the database cannot store (for example a NUL character or an out-of-range value)"}
 	case isUnavailable(err):
-		return Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable, Message: "service temporarily unavailable"}
+		return Error{Status: http.StatusServiceUnavailable, Code: CodeInternal, Message: "service temporarily unavailable", Outcome: OutcomeNone}
 	}
 	return Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "internal error"}
 }

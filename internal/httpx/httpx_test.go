@@ -41,13 +41,13 @@ func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
 		{"import line", fmt.Errorf("import: %w", &domain.ImportError{Line: 3, Field: "name", Message: "is required"}), 400, "bad_request", `line 3: field "name": is required`},
 		{"bad request", BadRequest("limit must be an integer between %d and %d", 1, 1000), 400, "bad_request", "limit must be an integer between 1 and 1000"},
 		{"body too large", &http.MaxBytesError{Limit: 10}, 413, "bad_request", "request body is larger than 10 bytes"},
-		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), 503, "unavailable", "service temporarily unavailable"},
-		{"connect", &pgconn.ConnectError{}, 503, "unavailable", "service temporarily unavailable"},
-		{"server shutting down", &pgconn.PgError{Code: "57P01"}, 503, "unavailable", "service temporarily unavailable"},
-		{"connection dropped without a word", fmt.Errorf("load place: %w", io.ErrUnexpectedEOF), 503, "unavailable", "service temporarily unavailable"},
-		{"statement_timeout", &pgconn.PgError{Code: "57014"}, 503, "unavailable", "service temporarily unavailable"},
-		{"lock_timeout", &pgconn.PgError{Code: "55P03"}, 503, "unavailable", "service temporarily unavailable"},
-		{"read-only database", &pgconn.PgError{Code: "25006"}, 503, "unavailable", "service temporarily unavailable"},
+		{"deadline", fmt.Errorf("query: %w", context.DeadlineExceeded), 503, "internal", "service temporarily unavailable"},
+		{"connect", &pgconn.ConnectError{}, 503, "internal", "service temporarily unavailable"},
+		{"server shutting down", &pgconn.PgError{Code: "57P01"}, 503, "internal", "service temporarily unavailable"},
+		{"connection dropped without a word", fmt.Errorf("load place: %w", io.ErrUnexpectedEOF), 503, "internal", "service temporarily unavailable"},
+		{"statement_timeout", &pgconn.PgError{Code: "57014"}, 503, "internal", "service temporarily unavailable"},
+		{"lock_timeout", &pgconn.PgError{Code: "55P03"}, 503, "internal", "service temporarily unavailable"},
+		{"read-only database", &pgconn.PgError{Code: "25006"}, 503, "internal", "service temporarily unavailable"},
 		{"NUL in text", fmt.Errorf("load place: %w", &pgconn.PgError{Code: "22021", Message: "invalid byte sequence for encoding \"UTF8\": 0x00"}), 400, "bad_request",
 			"input the database cannot store (for example a NUL character or an out-of-range value)"},
 		{"constraint violation", &pgconn.PgError{Code: "23505", Message: "duplicate key value violates unique constraint \"secret\""}, 500, "internal", "internal error"},
@@ -57,6 +57,9 @@ func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := MapError(tt.err)
 			want := Error{Status: tt.status, Code: tt.code, Message: tt.message}
+			if tt.status == 503 {
+				want.Outcome = OutcomeNone // nothing was charged
+			}
 			if got != want {
 				t.Errorf("MapError(%v) = %+v, want %+v", tt.err, got, want)
 			}
@@ -194,5 +197,35 @@ func TestWriteJSONAnswersAnErrorBodyWhenTheValueCannotBeEncoded(t *testing.T) {
 	WriteData(rec, http.StatusCreated, map[string]int{"n": 1})
 	if rec.Code != http.StatusCreated || strings.TrimSpace(rec.Body.String()) != `{"data":{"n":1}}` {
 		t.Errorf("%d %q, want 201 and the data", rec.Code, rec.Body.String())
+	}
+}
+
+// Every 5xx has the code decisions.md lists for it, `internal`; a 503 says when to retry and,
+// in X-Charge-Outcome, whether the request may have been charged: "none" (nothing was) or
+// "unknown" (the charge's COMMIT was sent and its fate could not be found out).
+func TestA503SaysItsChargeOutcomeInAHeaderAndItsCodeIsInternal(t *testing.T) {
+	for _, c := range []struct {
+		err     error
+		outcome string
+	}{
+		{domain.ErrUnavailable, OutcomeNone},
+		{fmt.Errorf("charge: %w", domain.ErrOutcomeUnknown), OutcomeUnknown},
+		{&pgconn.ConnectError{}, OutcomeNone},
+	} {
+		w := httptest.NewRecorder()
+		MapError(c.err).Write(w)
+		var body map[string]string
+		if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if w.Code != 503 || body["code"] != CodeInternal || w.Header().Get(ChargeOutcomeHeader) != c.outcome ||
+			w.Header().Get("Retry-After") != "1" || len(body) != 2 || body["error"] == "" {
+			t.Errorf("%v: %d %v %s", c.err, w.Code, w.Header(), w.Body)
+		}
+	}
+	w := httptest.NewRecorder()
+	MapError(errors.New("bug")).Write(w)
+	if w.Header().Get(ChargeOutcomeHeader) != "" || w.Header().Get("Retry-After") != "" {
+		t.Errorf("a 500 has %v", w.Header())
 	}
 }
