@@ -22,7 +22,8 @@ run: build
 	@set -e; DATABASE_URL=$(DB_URL); export DATABASE_URL; \
 	$(BIN) migrate; \
 	$(BIN) demo-data; \
-	echo "Admin API on 127.0.0.1:8081 (token: $$ADMIN_TOKEN). Console: http://127.0.0.1:8081/console/ (sign in with the token). Metrics: http://127.0.0.1:8081/metrics. Ctrl-C stops the service."; \
+	admin=$${ADMIN_ADDR:-127.0.0.1:8081}; \
+	echo "Admin API on $$admin (token: $$ADMIN_TOKEN). Console: http://$$admin/console/ (sign in with the token). Metrics: http://$$admin/metrics. Ctrl-C stops the service."; \
 	exec $(BIN) serve
 
 test: vet

@@ -121,3 +121,22 @@ func TestDemoDataRefusesAPlaceCountOutsideItsRange(t *testing.T) {
 		}
 	}
 }
+
+// demo-data's curl line names where the read API listens (READ_ADDR), not the catalog's
+// canonical URL base.
+func TestTheDemoCurlLineNamesTheReadAddress(t *testing.T) {
+	for addr, want := range map[string]string{
+		":8080":          "http://localhost:8080",
+		"0.0.0.0:18380":  "http://localhost:18380",
+		"127.0.0.1:9000": "http://127.0.0.1:9000",
+		"[::]:8443":      "http://localhost:8443",
+		"[::1]:8080":     "http://[::1]:8080",
+	} {
+		if got := localURL(addr, false); got != want {
+			t.Errorf("READ_ADDR %q: %q, want %q", addr, got, want)
+		}
+	}
+	if got := localURL(":8443", true); got != "https://localhost:8443" {
+		t.Errorf("with TLS: %q", got)
+	}
+}

@@ -50,6 +50,15 @@ func TestConfigDefaults(t *testing.T) {
 		t.Errorf("METER_MAX_CLAIMS=10000000: %v, %v", err, cfg.MeterMaxClaims)
 	}
 	t.Setenv("METER_MAX_CLAIMS", "")
+	for _, v := range []string{"READ_ADDR", "ADMIN_ADDR"} {
+		for _, bad := range []string{"8080", "localhost", "127.0.0.1:", "::1"} {
+			t.Setenv(v, bad)
+			if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), v) {
+				t.Errorf("%s=%s: %v; want an error naming it", v, bad, err)
+			}
+		}
+		t.Setenv(v, "")
+	}
 	t.Setenv("RATE_LIMIT_PER_MINUTE", "sixty")
 	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "RATE_LIMIT_PER_MINUTE") {
 		t.Fatalf("RATE_LIMIT_PER_MINUTE=sixty: %v; want an error naming it", err)

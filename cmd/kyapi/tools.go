@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -385,7 +386,7 @@ func runDemoData(ctx context.Context, args []string) error {
 	}
 	var balance int64
 	_ = pool.QueryRow(ctx, `SELECT balance FROM accounts WHERE account_id = $1`, accountID).Scan(&balance)
-	base := cfg.CanonicalBaseURL
+	base := localURL(cfg.ReadAddr, cfg.TLSCertFile != "")
 	fmt.Printf(`
 Demo account %s has %d credits.
 Demo API key (shown once; a new one is issued on every demo-data run):
@@ -398,4 +399,22 @@ Try it once the server is up:
 
 `, accountID, balance, key.APIKey, key.APIKey, base)
 	return nil
+}
+
+// localURL is the base URL a client on this machine reaches the read API at, listening on
+// addr (READ_ADDR): a wildcard or empty host is localhost.
+func localURL(addr string, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -339,7 +340,14 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// The admin listener opens first: callers wait for the read API's /healthz, and then find
 	// the admin address listening too.
 	if opts.Admin {
-		if err := listen("admin", cfg.AdminAddr, adminHandler, false); err != nil {
+		err := listen("admin", cfg.AdminAddr, adminHandler, false)
+		switch {
+		case err != nil && cfg.AdminAddrDefault && errors.Is(err, syscall.EADDRINUSE):
+			// Another serve process on this machine has the default admin address (ADMIN_ADDR
+			// unset on both): this one serves the read API without it, as decisions.md lets
+			// several processes share one database; operators use the first one's.
+			log.WithField("addr", cfg.AdminAddr).Warn("admin API not started: its default address is taken (another serve process on this machine?); set ADMIN_ADDR to serve it here too")
+		case err != nil:
 			return err
 		}
 	}

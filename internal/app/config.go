@@ -3,6 +3,7 @@ package app
 import (
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -21,6 +22,9 @@ type Config struct {
 	DatabaseURL      string
 	ReadAddr         string
 	AdminAddr        string
+	// AdminAddrDefault is true when ADMIN_ADDR is unset: a second serve process on the machine
+	// then finds the default address taken and serves without the admin API (Serve).
+	AdminAddrDefault bool
 	AdminToken       string
 	ElasticsearchURL string
 	DataDir          string
@@ -64,6 +68,14 @@ func LoadConfig() (Config, error) {
 	}
 	if c.DatabaseURL == "" {
 		return c, fmt.Errorf("DATABASE_URL is not set")
+	}
+	c.AdminAddrDefault = os.Getenv("ADMIN_ADDR") == ""
+	// Checked here, before serve opens anything: a bad address would otherwise show only once
+	// the projections had caught up, in the listener's words.
+	for _, a := range []struct{ name, addr string }{{"READ_ADDR", c.ReadAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
+		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
+			return c, fmt.Errorf("%s must be host:port or :port (such as :8080 or 127.0.0.1:8081), got %q", a.name, a.addr)
+		}
 	}
 	rl := envOr("RATE_LIMIT_PER_MINUTE", "60")
 	n, err := strconv.Atoi(rl)
