@@ -19,9 +19,9 @@ import (
 
 // Config is read once, from the environment, at start (README, "Configuration").
 type Config struct {
-	DatabaseURL      string
-	ReadAddr         string
-	AdminAddr        string
+	DatabaseURL string
+	ReadAddr    string
+	AdminAddr   string
 	// AdminAddrDefault is true when ADMIN_ADDR is unset: a second serve process on the machine
 	// then finds the default address taken and serves without the admin API (Serve).
 	AdminAddrDefault bool
