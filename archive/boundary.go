@@ -43,8 +43,30 @@ func CheckBoundary(b eventstore.Boundary, st AccountState) (balance int64, err e
 		err = fmt.Errorf("account %s: archived boundary v%d lists no archived payments or no archived bonuses, though all of "+
 			"its archived history was archived after migration 0021 made every boundary list them: they were taken out of it",
 			domain.AccountOfStream(b.StreamID), b.Version)
+	default:
+		err = checkListedFacts(b, st)
 	}
 	return balance, err
+}
+
+// checkListedFacts holds the payments and bonuses a boundary lists to the rule every live one
+// is held to (domain.AccountFact.CheckDelta): a payment is 500..2,500,000 cents and adds 2
+// credits a cent; a bonus only adds. Listed facts that break it were written by no command.
+func checkListedFacts(b eventstore.Boundary, st AccountState) error {
+	account := domain.AccountOfStream(b.StreamID)
+	for _, p := range st.Payments {
+		if domain.ValidatePurchase(p.Cents) != nil || p.Credits != domain.CreditsForCents(p.Cents) {
+			return fmt.Errorf("account %s: archived boundary v%d lists payment %q (v%d) of %d cents adding %d credits: a purchase is %d..%d cents and adds 2 credits a cent",
+				account, b.Version, p.PaymentRef, p.Version, p.Cents, p.Credits, domain.MinPurchaseCents, domain.MaxPurchaseCents)
+		}
+	}
+	for _, g := range st.Bonuses {
+		if g.Credits < 0 {
+			return fmt.Errorf("account %s: archived boundary v%d lists bonus %q (v%d) taking %d credits: a bonus only adds",
+				account, b.Version, g.OutageID, g.Version, -g.Credits)
+		}
+	}
+	return nil
 }
 
 // checkLastEvent is CheckBoundary's check of the boundary against its last archived event.
