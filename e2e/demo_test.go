@@ -17,7 +17,10 @@ func TestTheCurlLinePrintedByDemoDataAnswers200(t *testing.T) {
 	addr := freeAddr(t)
 	base := "http://" + addr
 	cmd := exec.Command(kyapiBinary(t), "demo-data", "-places", "300")
-	cmd.Env = childEnv(map[string]string{"DATABASE_URL": dbURL, "DATA_DIR": t.TempDir(), "CANONICAL_BASE_URL": base})
+	// demo-data names where serve listens with the same environment (READ_ADDR), as make run
+	// gives both; not the catalog's canonical URL base.
+	cmd.Env = childEnv(map[string]string{"DATABASE_URL": dbURL, "DATA_DIR": t.TempDir(), "READ_ADDR": addr,
+		"CANONICAL_BASE_URL": "https://api.example.com"})
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("kyapi demo-data: %v\n%s", err, out)

@@ -18,7 +18,7 @@ CREATE FUNCTION kyapi_rate_take(keys text[], limits integer[], window_ms bigint)
 RETURNS TABLE (allowed boolean, used integer, reset_ms bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
-    t timestamptz := clock_timestamp();
+    t timestamptz;
     w interval := window_ms * interval '1 millisecond';
     s timestamptz;
     u integer;
@@ -28,9 +28,10 @@ BEGIN
         LOOP
             SELECT r.window_start, r.used INTO s, u FROM rate_windows r WHERE r.key_id = keys[i] FOR UPDATE;
             EXIT WHEN FOUND;
-            INSERT INTO rate_windows (key_id, window_start, used) VALUES (keys[i], t, 0) ON CONFLICT DO NOTHING;
+            INSERT INTO rate_windows (key_id, window_start, used) VALUES (keys[i], clock_timestamp(), 0) ON CONFLICT DO NOTHING;
             -- Inserted (or another transaction's insert came first): lock it and count there.
         END LOOP;
+        t := clock_timestamp(); -- once the row is locked: a wait for it is not counted against its window
         was := s;
         IF t >= s + w OR u = 0 THEN
             s := t; -- a new window starts with this request

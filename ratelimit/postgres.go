@@ -168,6 +168,9 @@ func (p *Postgres) sweep() {
 	p.lastSweep = time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	defer cancel()
-	_, _ = p.pool.Exec(ctx, `DELETE FROM rate_windows WHERE window_start < clock_timestamp() - $1::bigint * interval '1 millisecond'`,
+	// Rows a batch holds are skipped (the next sweep deletes them): locking them in the
+	// table's order here, against a batch's key order, could deadlock with it.
+	_, _ = p.pool.Exec(ctx, `DELETE FROM rate_windows WHERE key_id IN (SELECT key_id FROM rate_windows
+		WHERE window_start < clock_timestamp() - $1::bigint * interval '1 millisecond' FOR UPDATE SKIP LOCKED)`,
 		(p.window + time.Hour).Milliseconds())
 }

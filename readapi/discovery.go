@@ -32,6 +32,10 @@ const (
 // requests of the window.
 func (s *Server) trending(w http.ResponseWriter, r *http.Request, c caller) error {
 	ctx := r.Context()
+	if s.UsageSettled != nil {
+		// Bounded: a usage projection held back delays the answer, never withholds it.
+		_ = s.UsageSettled(ctx)
+	}
 	rows, err := s.Pool.Query(ctx, `
 		SELECT p.place_id, p.name, p.category, p.town_slug, u.requests
 		FROM (SELECT place_id, sum(requests)::bigint AS requests FROM rm_usage_daily

@@ -44,7 +44,11 @@ type Server struct {
 	RateLimitPerMinute int
 	// Limiter counts each key's requests; when nil, each Handler counts in the process.
 	Limiter ratelimit.Limiter
-	Log     *logrus.Logger
+	// UsageSettled, when set, returns once the usage read model holds every request answered
+	// before it was called (bounded by the caller's wiring): trending waits for it, so that
+	// the requests a client has just made count (docs/api.md, "Trending"). Nil: no wait.
+	UsageSettled func(ctx context.Context) error
+	Log          *logrus.Logger
 }
 
 // Handler returns the read API's routes.

@@ -146,6 +146,39 @@ type Options struct {
 // deletes the dedup claims of past days (commands.Maintain).
 const maintenanceEvery = time.Minute
 
+// usageSettled is the read API's wait for the usage read model (readapi.Server.UsageSettled),
+// when this process runs it: up to usageSettleWait for its checkpoint to pass the store's head
+// as of the call. Nil when the process runs no usage projection (-projections=false): trending
+// then serves what the read model holds.
+func usageSettled(pool *pgxpool.Pool, ps []projections.Projection) func(context.Context) error {
+	var usage []projections.Projection
+	for _, p := range ps {
+		members := []projections.Projection{p}
+		if g, ok := p.(interface {
+			Projections() []projections.Projection
+		}); ok {
+			members = g.Projections()
+		}
+		for _, m := range members {
+			if m.Name() == "usage" {
+				usage = append(usage, m)
+			}
+		}
+	}
+	if len(usage) == 0 {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, usageSettleWait)
+		defer cancel()
+		return projections.WaitCaughtUp(ctx, pool, usage)
+	}
+}
+
+// usageSettleWait bounds trending's wait for the usage read model: about three of its batches
+// (a projection gathers events for 300 ms at most before applying them).
+const usageSettleWait = time.Second
+
 // importVisibleWait bounds how long POST /admin/catalog/import waits, once committed, for this
 // process's catalog read models to hold the import before it answers (docs/api.md, "Catalog
 // import").
@@ -342,7 +375,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	if opts.Admin {
 		err := listen("admin", cfg.AdminAddr, adminHandler, false)
 		switch {
-		case err != nil && cfg.AdminAddrDefault && errors.Is(err, syscall.EADDRINUSE):
+		case err != nil && opts.Read && cfg.AdminAddrDefault && errors.Is(err, syscall.EADDRINUSE):
 			// Another serve process on this machine has the default admin address (ADMIN_ADDR
 			// unset on both): this one serves the read API without it, as decisions.md lets
 			// several processes share one database; operators use the first one's.
@@ -362,6 +395,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}
 		defer closeLimiter()
 		read := &readapi.Server{
+			UsageSettled:       usageSettled(pool, ps),
 			Meter:              mets.Meter(m),
 			Pool:               pool,
 			Index:              index,
