@@ -37,6 +37,7 @@ import (
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/sortorder"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/versiontype"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
@@ -403,6 +404,17 @@ func (x *Index) Checkpoint(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", live, err)
 	}
 	if !res.Found {
+		// The typed Get answers a missing index as a document not found: a checkpoint index
+		// deleted (by hand, a snapshot restore of the places only) must not read as "replay
+		// everything into the live generation".
+		exists, err := x.es.Indices.Exists(x.checkpointIndex).Do(ctx)
+		if err != nil {
+			return "", fmt.Errorf("elasticindex: reading checkpoint of %s: %w", live, err)
+		}
+		if !exists {
+			return "", fmt.Errorf("elasticindex: the checkpoint index %s is missing: the live generation %s cannot say what it holds (run kyapi rebuild)",
+				x.checkpointIndex, live)
+		}
 		return "", nil
 	}
 	var cp checkpointDoc
@@ -543,7 +555,26 @@ func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Res
 }
 
 func (x *Index) search(ctx context.Context, req *search.Request) (*search.Response, error) {
-	return x.es.Search().Index(x.alias).Request(req).Do(ctx)
+	res, err := x.es.Search().Index(x.alias).Request(req).Do(ctx)
+	return res, unavailable(err)
+}
+
+// unavailable marks an error answer of a reachable cluster that cannot serve now — 429 (its
+// queues full), a 5xx (red while it restarts, a gateway in front of it), or a body that is not
+// its JSON (a proxy's error page) — as domain.ErrUnavailable, which the read API answers 503,
+// nothing charged, as it does when the cluster cannot be reached at all (docs/api.md).
+func unavailable(err error) error {
+	var es *types.ElasticsearchError
+	var syntax *json.SyntaxError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &es) && (es.Status == http.StatusTooManyRequests || es.Status >= 500):
+		return fmt.Errorf("%w (Elasticsearch answered %d: %w)", domain.ErrUnavailable, es.Status, err)
+	case errors.As(err, &syntax):
+		return fmt.Errorf("%w (Elasticsearch's answer is not its JSON: %w)", domain.ErrUnavailable, err)
+	}
+	return err
 }
 
 func fieldSort(field string, order sortorder.SortOrder) types.SortOptions {
