@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -131,6 +132,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			e := httpx.MapError(domain.ErrInvalidKey)
 			e.Message = "invalid admin token"
 			e.Write(w)
+			return
+		}
+		if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+			// Read as it came, a gzipped import failed on its first byte as "a NUL character
+			// on line 1": say what is wrong instead (docs/api.md, "Catalog import").
+			httpx.WriteError(w, http.StatusUnsupportedMediaType, httpx.CodeBadRequest,
+				fmt.Sprintf("Content-Encoding %q is not supported: send the body uncompressed", enc))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -723,6 +723,11 @@ func catalogCheckID(field, id string) *catalogFieldError {
 	if len(id) > maxIDLength || !catalogIDPattern.MatchString(id) {
 		return catalogErr(field, "must be 1 to %d characters of A-Z, a-z, 0-9, '.', '_', ':' or '-'", maxIDLength)
 	}
+	if strings.Trim(id, ".") == "" {
+		// "." and ".." are path segments every URL parser removes: /places/.. is not the
+		// place's address, and its canonical_url would not be either.
+		return catalogErr(field, "must not be only dots (%q is a path segment URLs drop)", id)
+	}
 	return nil
 }
 

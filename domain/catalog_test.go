@@ -142,6 +142,9 @@ func TestBadLinesAreReportedByLineAndField(t *testing.T) {
 		{"event id with a slash", `{"record":"event","event_id":"e/1","title":"T","start_date":"2026-12-01T10:00:00Z"}`, "event_id", "characters"},
 		{"place without category", withoutPlaceField("category"), "category", "is required"},
 		{"place id too long", place(`"place_id":"` + strings.Repeat("a", 129) + `"`), "place_id", "128"},
+		// "." and ".." are path segments URL parsers drop: /places/.. would not reach the place.
+		{"place id of dots", place(`"place_id":".."`), "place_id", "only dots"},
+		{"place id of a dot", place(`"place_id":"."`), "place_id", "only dots"},
 		{"latitude out of range", place(`"latitude":123`), "latitude", "must be between -90 and 90"},
 		{"longitude out of range", place(`"longitude":-180.5`), "longitude", "must be between -180 and 180"},
 		{"latitude without longitude", withoutPlaceField("longitude"), "longitude", "required when latitude"},
