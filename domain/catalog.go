@@ -352,6 +352,18 @@ func catalogSplitLine(text []byte) (string, catalogObject, *catalogFieldError) {
 			return "", top, ferr
 		}
 		nested.path = ""
+		// Beside the nested object a field would not be read: refused, not dropped (of the
+		// fields given, in name order, the first).
+		var beside []string
+		for k := range top.fields {
+			if k != "record" && k != *kind {
+				beside = append(beside, k)
+			}
+		}
+		if len(beside) > 0 {
+			slices.Sort(beside)
+			return "", top, catalogErr(beside[0], "given beside the nested %q object: a nested line holds only \"record\" and the record; put it inside", *kind)
+		}
 		return *kind, nested, nil
 	}
 	return *kind, top, nil

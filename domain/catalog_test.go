@@ -323,6 +323,9 @@ func TestANestedRecordsFieldsAreNamedAsOnAFlatLine(t *testing.T) {
 		{`{"record":"place","place":{"place_id":"p1","name":"N","category":"c","name":"M"}}`, "name"},
 		{`{"record":"place","place":{"place_id":"p1","name":"N","category":"c","rating":"x"}}`, "rating"},
 		{`{"record":"town","town":"berea"}`, "town"},
+		// A field beside the nested object would not be read: refused, not dropped (review).
+		{`{"record":"place","place":{"place_id":"p1","name":"N","category":"c"},"rating":4.5,"phone":"502"}`, "phone"},
+		{`{"record":"town","town":{"slug":"berea","name":"Berea"},"population":15539}`, "population"},
 	} {
 		_, err := domain.ParseCatalog(strings.NewReader(c.line))
 		var ie *domain.ImportError
