@@ -44,8 +44,11 @@ func decodeBody(r *http.Request, dst any, optional bool) error {
 	// A NUL cannot be stored in a text column, and in an event's JSON payload (a revoke's
 	// reason) it would stay in the ledger for good: refused in every field, before anything
 	// is written (docs/limits.md).
-	if domain.HasNUL(body) {
-		return httpx.BadRequest("request body: NUL characters (\\u0000) are not allowed")
+	if field, found := domain.NULField(body); found {
+		if field == "" {
+			return httpx.BadRequest("request body: NUL characters (\\u0000) are not allowed")
+		}
+		return httpx.BadRequest("%s: NUL characters (\\u0000) are not allowed", field)
 	}
 	if err := exactFields(body, dst); err != nil {
 		return err

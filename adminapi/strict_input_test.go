@@ -50,16 +50,19 @@ func TestANULInAnyFieldIsRefusedAndWritesNothing(t *testing.T) {
 	if err := f.pool.QueryRow(t.Context(), `SELECT count(*) FROM events`).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ path, body string }{
-		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", `{"reason":"leaked\u0000"}`},
-		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", "{\"reason\":\"leaked\x00\"}"},
-		{"/admin/accounts/" + acc + "/purchases", `{"amount_cents":500,"payment_ref":"pay\u0000"}`},
-		{"/admin/bonus-grants", `{"outage_id":"o1","credits":5,"reason":"\u0000"}`},
-		{"/admin/accounts", `{"name":"A\u0000","email":"ops@acme.example"}`},
+	// Each answer names the field that holds an escaped NUL, as docs/limits.md says (found by
+	// review).
+	for _, c := range []struct{ path, body, field string }{
+		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", `{"reason":"leaked\u0000"}`, "reason"},
+		// A raw NUL byte makes the text no JSON at all: the body is named.
+		{"/admin/accounts/" + acc + "/keys/" + keyID + "/revoke", "{\"reason\":\"leaked\x00\"}", "request body"},
+		{"/admin/accounts/" + acc + "/purchases", `{"amount_cents":500,"payment_ref":"pay\u0000"}`, "payment_ref"},
+		{"/admin/bonus-grants", `{"outage_id":"o1","credits":5,"reason":"\u0000"}`, "reason"},
+		{"/admin/accounts", `{"name":"A\u0000","email":"ops@acme.example"}`, "name"},
 	} {
 		r := f.call("POST", c.path, c.body)
-		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, "NUL") {
-			t.Errorf("POST %s %q: %d %s, want 400 naming the NUL", c.path, c.body, r.status, r.raw)
+		if msg, _ := r.body["error"].(string); r.status != 400 || !strings.Contains(msg, "NUL") || !strings.HasPrefix(msg, c.field+":") {
+			t.Errorf("POST %s %q: %d %s, want 400 naming the NUL and the field %s", c.path, c.body, r.status, r.raw, c.field)
 		}
 	}
 	// An escaped backslash before u0000 is text, not a NUL.

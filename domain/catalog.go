@@ -214,6 +214,10 @@ func ParseCatalog(r io.Reader) (Catalog, error) {
 		}
 		// PostgreSQL text and jsonb cannot hold NUL; refuse it here, naming the line, and the
 		// field when the line decodes.
+		if bytes.HasPrefix(text, []byte{0x1f, 0x8b}) {
+			// Read as text, a gzip stream failed as "a NUL on line 1".
+			return Catalog{}, &ImportError{Line: line, Message: "gzip-compressed data: import it uncompressed (zcat FILE | kyapi import -)"}
+		}
 		if at := nulAt(text); at >= 0 {
 			return Catalog{}, &ImportError{Line: line, Field: catalogFieldAt(text, at), Message: "NUL characters (\\u0000) are not allowed"}
 		}
@@ -271,6 +275,16 @@ var utf8BOM = []byte("\xEF\xBB\xBF")
 // \u0000 escape in a string. An escaped backslash followed by "u0000" (`\\u0000` in the
 // text) is a backslash and five characters, not a NUL.
 func HasNUL(b []byte) bool { return nulAt(b) >= 0 }
+
+// NULField reports whether the JSON text b holds a NUL character (HasNUL) and the field that
+// holds the first one, as the import names fields ("" when it is in no field's value).
+func NULField(b []byte) (field string, found bool) {
+	at := nulAt(b)
+	if at < 0 {
+		return "", false
+	}
+	return jsonFieldAt(b, at), true
+}
 
 // nulAt is where HasNUL finds the first NUL in b, or -1.
 func nulAt(b []byte) int {

@@ -123,6 +123,7 @@ func TestBadLinesAreReportedByLineAndField(t *testing.T) {
 		name, line, field, msg string
 	}{
 		{"not json", `{"record":"town",`, "", "invalid JSON"},
+		{"gzip-compressed", "\x1f\x8b\x08\x00\x00\x00\x00\x00", "", "gzip-compressed"},
 		{"not an object", `["town"]`, "", "not a JSON object"},
 		{"no record kind", `{"slug":"berea","name":"Berea"}`, "record", "is required"},
 		{"unknown record kind", `{"record":"county","slug":"x"}`, "record", "unknown record kind"},
