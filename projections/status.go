@@ -21,20 +21,25 @@ type Status struct {
 	Err error
 }
 
+// Members are ps with each Group replaced by its members, each with its own checkpoint.
+func Members(ps []Projection) []Projection {
+	var each []Projection
+	for _, p := range ps {
+		if g, ok := p.(Group); ok {
+			each = append(each, g.Projections()...)
+		} else {
+			each = append(each, p)
+		}
+	}
+	return each
+}
+
 // Statuses reads each projection's checkpoint (each member's, for a Group) and counts the
 // events it has still to apply.
 // An error reading one projection is kept in its Status; the others are still read.
 func Statuses(ctx context.Context, pool *pgxpool.Pool, ps []Projection) []Status {
 	out := make([]Status, 0, len(ps))
-	var each []Projection
-	for _, p := range ps {
-		if g, ok := p.(Group); ok {
-			each = append(each, g.Projections()...) // each member's own checkpoint
-		} else {
-			each = append(each, p)
-		}
-	}
-	for _, p := range each {
+	for _, p := range Members(ps) {
 		st := Status{Name: p.Name()}
 		st.Checkpoint, st.Err = p.Checkpoint(ctx)
 		if st.Err == nil {

@@ -230,7 +230,7 @@ func (s *Server) relatedPlaces(w http.ResponseWriter, r *http.Request, c caller)
 	}
 	items := []relatedItem{}
 	if lat != nil && lng != nil {
-		top, _, _ := strings.Cut(category, ".")
+		top := placeindex.TopLevel(category)
 		var res placeindex.Result
 		for _, radius := range []float64{relatedNearKm, placeindex.AnywhereKm} {
 			res, err = s.Index.Near(r.Context(), placeindex.GeoQuery{

@@ -152,17 +152,9 @@ const maintenanceEvery = time.Minute
 // then serves what the read model holds.
 func usageSettled(pool *pgxpool.Pool, ps []projections.Projection) func(context.Context) error {
 	var usage []projections.Projection
-	for _, p := range ps {
-		members := []projections.Projection{p}
-		if g, ok := p.(interface {
-			Projections() []projections.Projection
-		}); ok {
-			members = g.Projections()
-		}
-		for _, m := range members {
-			if m.Name() == "usage" {
-				usage = append(usage, m)
-			}
+	for _, m := range projections.Members(ps) {
+		if m.Name() == "usage" {
+			usage = append(usage, m)
 		}
 	}
 	if len(usage) == 0 {

@@ -113,6 +113,13 @@ func DistanceKm(a, b GeoPoint) float64 {
 	return 2 * EarthRadiusKm * math.Asin(math.Sqrt(h))
 }
 
+// TopLevel is a category's top level, the part before its first ".": every category a
+// GeoQuery's category holds (GeoQuery.Matches) has the top level of the query's.
+func TopLevel(category string) string {
+	top, _, _ := strings.Cut(category, ".")
+	return top
+}
+
 // CategoryMatches reports whether category is prefix itself or lies below it
 // in the namespace: "food" matches "food" and "food.restaurant", never "foodtruck".
 func CategoryMatches(category, prefix string) bool {

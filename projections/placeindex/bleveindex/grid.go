@@ -32,7 +32,7 @@ type grid struct {
 	mu    sync.RWMutex
 	cells map[cellKey][]point
 	where map[string]cellKey // place id to its cell, for moves and deletes
-	// tops counts the points of each top-level category (topOf) in each cell: a query of one
+	// tops counts the points of each top-level category (placeindex.TopLevel) in each cell: a query of one
 	// category that would read every occupied cell (related places looked for anywhere on
 	// Earth) reads only the cells holding some of it.
 	tops map[string]map[cellKey]int
@@ -40,13 +40,6 @@ type grid struct {
 
 func newGrid() *grid {
 	return &grid{cells: map[cellKey][]point{}, where: map[string]cellKey{}, tops: map[string]map[cellKey]int{}}
-}
-
-// topOf is a category's top level, the part before its first ".": every category a query's
-// category holds (placeindex.GeoQuery.Matches) has the same top level as the query's.
-func topOf(category string) string {
-	top, _, _ := strings.Cut(category, ".")
-	return top
 }
 
 func cellOf(lat, lng float64) cellKey {
@@ -76,7 +69,7 @@ func (g *grid) put(p point) {
 	k := cellOf(p.lat, p.lng)
 	g.cells[k] = append(g.cells[k], p)
 	g.where[p.id] = k
-	top := topOf(p.category)
+	top := placeindex.TopLevel(p.category)
 	in := g.tops[top]
 	if in == nil {
 		in = map[cellKey]int{}
@@ -96,7 +89,7 @@ func (g *grid) remove(id string) {
 	if i < 0 {
 		return
 	}
-	top := topOf(pts[i].category)
+	top := placeindex.TopLevel(pts[i].category)
 	if in := g.tops[top]; in[k] > 1 {
 		in[k]--
 	} else {
@@ -141,18 +134,18 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 	// counts say it: every point when q has no category, the points of q's top level when q's
 	// category is one (related places); -1 otherwise.
 	excluded, hasExcluded := g.where[q.ExcludeID]
-	counted := func(row, col int, pts []point) int {
+	counted := func(c cellBounds) int {
 		n := -1
 		switch {
 		case !q.ByCategory && q.CategoryPrefix == "":
-			n = len(pts)
+			n = len(c.pts)
 		case !strings.Contains(q.CategoryPrefix, "."):
-			n = g.tops[q.CategoryPrefix][cellKey{row: int32(row), col: wrapCol(col)}]
+			n = g.tops[q.CategoryPrefix][c.key]
 		default:
 			return -1
 		}
-		if k := (cellKey{row: int32(row), col: wrapCol(col)}); hasExcluded && k == excluded {
-			if i := slices.IndexFunc(pts, func(p point) bool { return p.id == q.ExcludeID }); i >= 0 && q.Matches(pts[i].category) {
+		if hasExcluded && c.key == excluded {
+			if i := slices.IndexFunc(c.pts, func(p point) bool { return p.id == q.ExcludeID }); i >= 0 && q.Matches(c.pts[i].category) {
 				n--
 			}
 		}
@@ -170,7 +163,7 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 	} else if q.ByCategory || q.CategoryPrefix != "" {
 		// The window covers a pole, or more cells than are occupied: the cells holding
 		// the query's top-level category are all that can match.
-		for k := range g.tops[topOf(q.CategoryPrefix)] {
+		for k := range g.tops[placeindex.TopLevel(q.CategoryPrefix)] {
 			add(int(k.row), int(k.col), g.cells[k])
 		}
 	} else {
@@ -185,7 +178,7 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 		if near.full() && c.minKm > near.heap[0].DistanceKm {
 			// Nothing here is kept: count it.
 			if c.maxKm <= q.RadiusKm {
-				if n := counted(c.row, c.col, c.pts); n >= 0 {
+				if n := counted(c); n >= 0 {
 					near.total += n
 					continue
 				}
@@ -221,7 +214,7 @@ func (g *grid) near(q placeindex.GeoQuery) placeindex.Result {
 // from a query's center, widened a little so that they are bounds whatever the rounding.
 type cellBounds struct {
 	pts          []point
-	row, col     int // col as the window has it, maybe past the antimeridian
+	key          cellKey
 	minKm, maxKm float64
 }
 
@@ -264,7 +257,7 @@ func boundsOf(center placeindex.GeoPoint, row, col int, pts []point) cellBounds 
 	}
 	maxKm := max(at(lat0, lng0), at(lat0, lng1), at(lat1, lng0), at(lat1, lng1))
 	const slackKm, slack = 0.05, 1e-3
-	return cellBounds{pts: pts, row: row, col: col, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
+	return cellBounds{pts: pts, key: cellKey{row: int32(row), col: wrapCol(col)}, minKm: minKm*(1-slack) - slackKm, maxKm: maxKm*(1+slack) + slackKm}
 }
 
 // compareHits orders hits nearest first, then by place id.

@@ -189,7 +189,7 @@ func TestNearAnywhereInACategoryMatchesABruteForceSortAfterMovesAndDeletes(t *te
 		if n%2 == 0 {
 			q.Center = placeindex.GeoPoint{Lat: 36.5 + r.Float64()*2.6, Lng: -89.5 + r.Float64()*7.5}
 		}
-		q.CategoryPrefix = topOf(categories[n%len(categories)])
+		q.CategoryPrefix = placeindex.TopLevel(categories[n%len(categories)])
 		if n%5 == 0 {
 			q.CategoryPrefix, q.ByCategory = categories[n%len(categories)], false
 		}

@@ -21,7 +21,8 @@ package elasticindex_test
 //   - GET (and HEAD) /_alias/<name> answers 404 when no index carries the alias, and
 //     GET /<pattern>/_alias and GET /<pattern> list every index the pattern matches by its
 //     name or an alias's (get alias and get index APIs);
-//   - GET of a missing document answers 404 {"found":false} (get API);
+//   - GET of a missing document answers 404 {"found":false}, of a document of a missing index
+//     404 index_not_found_exception (get API);
 //   - refreshing a missing index fails with 404 index_not_found_exception.
 //
 // What the documents mean (mappings, analysis, queries) is not modelled: the contract suite
@@ -65,6 +66,12 @@ type fakeCluster struct {
 	onAliasMissing func(f *fakeCluster)
 	// onBulk, when set, runs (holding the lock) before each bulk is applied, with its target.
 	onBulk func(f *fakeCluster, target string)
+	// searchFails, when its status is set, is what every search answers: a cluster up but
+	// unable to serve (red, its queues full, a gateway's page in front of it).
+	searchFails struct {
+		status            int
+		contentType, body string
+	}
 }
 
 func newFakeCluster() *fakeCluster {
@@ -317,6 +324,10 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	case len(parts) == 3 && parts[0] == "places-checkpoint" && parts[1] == "_doc":
 		id := parts[2]
+		if !f.indices["places-checkpoint"] {
+			esError(http.StatusNotFound, "index_not_found_exception", "no such index [places-checkpoint]")
+			return
+		}
 		switch r.Method {
 		case http.MethodPut, http.MethodPost:
 			var doc struct{ Checkpoint string }
@@ -349,6 +360,10 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		reply(http.StatusOK, `{"_shards":{"total":1,"successful":1,"failed":0}}`)
+
+	case r.Method == http.MethodPost && len(parts) == 2 && parts[1] == "_search" && f.searchFails.status != 0:
+		w.Header().Set("Content-Type", f.searchFails.contentType)
+		reply(f.searchFails.status, f.searchFails.body)
 
 	case r.Method == http.MethodPost && len(parts) == 2 && parts[1] == "_search":
 		reply(http.StatusOK, `{"took":1,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},"hits":{"total":{"value":0,"relation":"eq"},"hits":[]}}`)
