@@ -342,11 +342,25 @@ func auditsUnderLoad(t *testing.T, pool *pgxpool.Pool, written *atomic.Int64, ro
 }
 
 // twoProjectingProcesses is two connection pools on a fresh database, each running every
-// projection as a serving process does until stop.
-func twoProjectingProcesses(t *testing.T) ([]*pgxpool.Pool, context.Context, context.CancelFunc) {
+// projection as a serving process does until stop. stop returns once both have stopped: a
+// batch still being applied after it would overwrite what a test then tampers with.
+func twoProjectingProcesses(t *testing.T) ([]*pgxpool.Pool, context.Context, func()) {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
+	var runners []*projections.Runner
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			for _, r := range runners {
+				if err := r.Close(); err != nil {
+					t.Errorf("stopping the projections: %v", err)
+				}
+			}
+		})
+	}
+	t.Cleanup(stop)
 	pools := make([]*pgxpool.Pool, 2)
 	for i := range pools {
 		p, err := pgxpool.New(ctx, dbURL)
@@ -359,7 +373,7 @@ func twoProjectingProcesses(t *testing.T) ([]*pgxpool.Pool, context.Context, con
 		if err := runner.Start(runCtx); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = runner.Close() })
+		runners = append(runners, runner)
 	}
 	return pools, runCtx, stop
 }
