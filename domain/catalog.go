@@ -113,9 +113,12 @@ type ReviewSummary struct {
 
 // Observation is what one source said about one field of a place, and when.
 type Observation struct {
-	Source     string    `json:"source"`
-	Value      any       `json:"value"`
-	ObservedAt time.Time `json:"observed_at"`
+	Source string `json:"source"`
+	// Value is the observed value as the import gave it (compacted JSON text; nil when the
+	// import gave none, written as null). It stays text so that numbers keep every digit: read
+	// as float64, two 20-digit values that differ compared equal.
+	Value      json.RawMessage `json:"value"`
+	ObservedAt time.Time       `json:"observed_at"`
 }
 
 // PlaceRow is a place as list and search rows show it, canonical_url apart: every Place
@@ -729,12 +732,14 @@ func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFie
 			}
 			x.ObservedAt = *at
 			if raw, ok := ob.fields["value"]; ok {
-				if err := json.Unmarshal(raw, &x.Value); err != nil {
+				var compact bytes.Buffer
+				if err := json.Compact(&compact, raw); err != nil {
 					return nil, catalogErr(ob.name("value"), "is not valid JSON")
 				}
 				if name, twice := catalogRepeatedNameWithin(raw); twice {
 					return nil, catalogErr(ob.name("value"), "names the field %q twice in one object", name)
 				}
+				x.Value = compact.Bytes()
 			}
 			obs = append(obs, x)
 		}

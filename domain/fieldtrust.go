@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"math"
@@ -154,16 +155,37 @@ func fieldTrustOf(field string, obs []Observation, value any, now time.Time) *Fi
 }
 
 // normalizeObservedValue is the form in which two observations of a field count as the
-// same value.
-func normalizeObservedValue(field string, v any) string {
-	s, ok := v.(string)
-	if f, number := v.(float64); number && field == "phone" && f >= 0 && f == math.Trunc(f) && f < 1e21 {
-		// A phone given as a JSON number: its digits are the phone's, compared as written ones
-		// (a leading US 1 dropped).
-		s, ok = strconv.FormatFloat(f, 'f', -1, 64), true
-	}
-	if !ok {
+// same value: strings normalized by field (below), numbers by their exact value (1, 1.0 and
+// 1e0 agree; two values apart in their 20th digit do not), anything else as JSON with sorted
+// keys and such numbers.
+func normalizeObservedValue(field string, raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	switch {
+	case len(raw) == 0:
+		return "null"
+	case len(raw) >= 2 && raw[0] == '"' && bytes.IndexByte(raw, '\\') < 0:
+		s = string(raw[1 : len(raw)-1]) // no escapes: the text between the quotes is the string
+	case raw[0] == '"':
+		if json.Unmarshal(raw, &s) != nil {
+			return string(raw)
+		}
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		n := appendJSONNumber(nil, string(raw))
+		if field != "phone" || bytes.ContainsAny(n, "-.e") {
+			return string(n)
+		}
+		// A phone given as a JSON number (a whole one below 1e21, written out in digits): its
+		// digits are the phone's, compared as written ones (a leading US 1 dropped).
+		s = string(n)
+	default:
 		// As JSON, maps with sorted keys, so equal objects compare equal.
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		var v any
+		if d.Decode(&v) != nil {
+			return string(raw)
+		}
 		if b, ok := appendJSONValue(nil, v); ok {
 			return string(b)
 		}
@@ -206,6 +228,8 @@ func appendJSONValue(b []byte, v any) (_ []byte, ok bool) {
 		return strconv.AppendBool(b, v), true
 	case float64:
 		return appendJSONFloat(b, v)
+	case json.Number:
+		return appendJSONNumber(b, string(v)), true
 	case string:
 		return appendJSONString(b, v), true
 	case []any:
@@ -239,6 +263,65 @@ func appendJSONValue(b []byte, v any) (_ []byte, ok bool) {
 		return append(b, '}'), true
 	}
 	return b, false
+}
+
+// appendJSONNumber appends the JSON number lit by its exact value, in the form encoding/json
+// gives a float64 (plain from 1e-6 up to 1e21, else d.ddde±x; zero as 0) but with every digit
+// of lit kept: two literals get the same bytes exactly when they are the same number. A
+// literal whose exponent has more than 18 digits is appended as it is (lowercased): never
+// equal to another number's form, as computing its value would cost without bound.
+func appendJSONNumber(b []byte, lit string) []byte {
+	neg := strings.HasPrefix(lit, "-")
+	mantissa, expText := strings.TrimPrefix(lit, "-"), ""
+	if i := strings.IndexAny(mantissa, "eE"); i >= 0 {
+		mantissa, expText = mantissa[:i], mantissa[i+1:]
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits := strings.TrimLeft(whole+frac, "0")
+	significant := strings.TrimRight(digits, "0")
+	if significant == "" {
+		return append(b, '0')
+	}
+	exp := int64(0)
+	if expText != "" {
+		if len(strings.TrimLeft(strings.TrimLeft(expText, "+-"), "0")) > 18 {
+			return append(b, strings.ToLower(lit)...)
+		}
+		exp, _ = strconv.ParseInt(strings.TrimPrefix(expText, "+"), 10, 64)
+	}
+	// |value| = significant × 10^k, and 10^(n-1+k) <= |value| < 10^(n+k).
+	n := int64(len(significant))
+	k := exp - int64(len(frac)) + int64(len(digits)-len(significant))
+	if neg {
+		b = append(b, '-')
+	}
+	switch {
+	case n-1+k >= -6 && n+k <= 21 && k >= 0:
+		b = append(b, significant...)
+		for range k {
+			b = append(b, '0')
+		}
+	case n-1+k >= -6 && n+k <= 21 && n+k > 0:
+		b = append(b, significant[:n+k]...)
+		b = append(append(b, '.'), significant[n+k:]...)
+	case n-1+k >= -6 && n+k <= 21:
+		b = append(b, "0."...)
+		for range -(n + k) {
+			b = append(b, '0')
+		}
+		b = append(b, significant...)
+	default:
+		b = append(b, significant[0])
+		if n > 1 {
+			b = append(append(b, '.'), significant[1:]...)
+		}
+		b = append(b, 'e')
+		if n-1+k >= 0 {
+			b = append(b, '+')
+		}
+		b = strconv.AppendInt(b, n-1+k, 10)
+	}
+	return b
 }
 
 // appendJSONFloat is encoding/json's float64 format: the shortest form that reads back,

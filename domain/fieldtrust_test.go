@@ -11,7 +11,16 @@ import (
 var trustNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 func trustObs(source string, value any, daysAgo int) domain.Observation {
-	return domain.Observation{Source: source, Value: value, ObservedAt: trustNow.AddDate(0, 0, -daysAgo)}
+	return domain.Observation{Source: source, Value: observed(value), ObservedAt: trustNow.AddDate(0, 0, -daysAgo)}
+}
+
+// observed is v as an import gives an observed value: JSON text.
+func observed(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func TestFieldTrustTiers(t *testing.T) {
@@ -72,9 +81,9 @@ func TestFieldTrustTiers(t *testing.T) {
 func TestFieldTrustAgeBoundariesAreExact(t *testing.T) {
 	three := func(newest time.Time) []domain.Observation {
 		return []domain.Observation{
-			{Source: "a", Value: "x", ObservedAt: newest.Add(-48 * time.Hour)},
-			{Source: "b", Value: "x", ObservedAt: newest.Add(-24 * time.Hour)},
-			{Source: "c", Value: "x", ObservedAt: newest},
+			{Source: "a", Value: observed("x"), ObservedAt: newest.Add(-48 * time.Hour)},
+			{Source: "b", Value: observed("x"), ObservedAt: newest.Add(-24 * time.Hour)},
+			{Source: "c", Value: observed("x"), ObservedAt: newest},
 		}
 	}
 	cases := []struct {

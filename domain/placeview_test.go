@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -23,8 +24,8 @@ func viewedPlace(observed ...time.Time) Place {
 	}
 	for i, at := range observed {
 		src := []string{"osm", "yelp", "google", "fsq"}[i%4]
-		p.Sources["phone"] = append(p.Sources["phone"], Observation{Source: src, Value: phone, ObservedAt: at})
-		p.Sources["website"] = append(p.Sources["website"], Observation{Source: src, Value: "x.com", ObservedAt: at.Add(-40 * 24 * time.Hour)})
+		p.Sources["phone"] = append(p.Sources["phone"], Observation{Source: src, Value: json.RawMessage(strconv.Quote(phone)), ObservedAt: at})
+		p.Sources["website"] = append(p.Sources["website"], Observation{Source: src, Value: json.RawMessage(`"x.com"`), ObservedAt: at.Add(-40 * 24 * time.Hour)})
 	}
 	return p
 }
