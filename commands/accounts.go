@@ -116,7 +116,7 @@ func announceKeysChanged(ctx context.Context, tx pgx.Tx, accountID string) error
 func (h Accounts) OpenAccount(ctx context.Context, name, email string, meta eventstore.Metadata) (string, error) {
 	name, email = strings.TrimSpace(name), strings.TrimSpace(email)
 	if name == "" || len(name) > 200 {
-		return "", &domain.ValidationError{Field: "name", Message: "is required (at most 200 characters)"}
+		return "", &domain.ValidationError{Field: "name", Message: "is required (at most 200 bytes of UTF-8)"}
 	}
 	if addr, err := mail.ParseAddress(email); err != nil || addr.Address != email || len(email) > 254 {
 		return "", &domain.ValidationError{Field: "email", Message: "must be a plain e-mail address"}
@@ -351,7 +351,7 @@ func (h Accounts) lockForKeyChange(ctx context.Context, tx pgx.Tx, accountID str
 // shows anything to confirm.
 func ValidateReference(field, ref string) error {
 	if ref == "" || len(ref) > 200 {
-		return &domain.ValidationError{Field: field, Message: "is required (at most 200 characters)"}
+		return &domain.ValidationError{Field: field, Message: "is required (at most 200 bytes of UTF-8)"}
 	}
 	// A form field (the console) carries bytes as sent: PostgreSQL would refuse them, and a
 	// page showing them would alter them.

@@ -150,6 +150,7 @@ func (s *Server) signedIn(h pageHandler, changes bool, limit int64) http.Handler
 				return
 			}
 			if !sameSecret(r.PostFormValue("csrf"), sess.csrf) {
+				dropUploads(r)
 				s.logger().WithField("request_id", httpx.RequestIDFrom(r.Context())).Warn("console form refused: missing or wrong CSRF token")
 				s.render(w, r, sess, result{status: http.StatusForbidden, page: "error", title: "Refused"},
 					errors.New("this form is missing its security token (CSRF) or it has expired; reload the page and try again"))
@@ -157,12 +158,23 @@ func (s *Server) signedIn(h pageHandler, changes bool, limit int64) http.Handler
 			}
 		}
 		res, err := h(r, sess)
+		dropUploads(r)
 		if err == nil && res.redirect != "" {
 			http.Redirect(w, r, res.redirect, http.StatusSeeOther)
 			return
 		}
 		s.render(w, r, sess, res, err)
 	})
+}
+
+// dropUploads removes the parts of a multipart form spooled to disk (over 8 MiB of an upload),
+// before the answer is written. net/http removes them only through the request it made, and
+// the handler holds a copy of it (the middleware's contexts): left to it, every large import
+// would stay in the temporary directory.
+func dropUploads(r *http.Request) {
+	if r.MultipartForm != nil {
+		_ = r.MultipartForm.RemoveAll()
+	}
 }
 
 // parseForm reads a URL-encoded or multipart form; a body over the limit is a clear error.

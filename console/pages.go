@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 	"github.com/sirupsen/logrus"
@@ -83,7 +84,7 @@ func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
 	}
 	q := strings.TrimSpace(query.Get("q"))
 	res := result{page: "accounts", title: "Accounts", data: accountsData{Query: q}}
-	if len(q) > 200 {
+	if utf8.RuneCountInString(q) > 200 { // as the field's maxlength counts
 		res.status = http.StatusBadRequest
 		return res, errors.New("the search is at most 200 characters")
 	}
@@ -392,9 +393,11 @@ type bonusData struct {
 	Grants   []commands.BonusGrant
 	OutageID string
 	Credits  int64
-	Reason   string
-	Reach    int
-	Result   *commands.BonusResult
+	// CreditsForm is the credits field as typed, shown again when the form is refused.
+	CreditsForm string
+	Reason      string
+	Reach       int
+	Result      *commands.BonusResult
 }
 
 // recentGrants is how many grants the bonus page lists.
@@ -430,8 +433,9 @@ func (s *Server) bonusReview(r *http.Request, _ *session) (result, error) {
 
 func bonusInput(r *http.Request) (bonusData, error) {
 	// The outage id is taken exactly as typed, like a payment reference (purchaseReview).
-	d := bonusData{OutageID: r.PostFormValue("outage_id"), Reason: strings.TrimSpace(r.PostFormValue("reason"))}
-	credits, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue("credits")), 10, 64)
+	d := bonusData{OutageID: r.PostFormValue("outage_id"), Reason: strings.TrimSpace(r.PostFormValue("reason")),
+		CreditsForm: strings.TrimSpace(r.PostFormValue("credits"))}
+	credits, err := strconv.ParseInt(d.CreditsForm, 10, 64)
 	if err != nil || credits <= 0 || credits > commands.MaxBonusCredits {
 		return d, &domain.ValidationError{Field: "credits", Message: fmt.Sprintf("must be a whole number between 1 and %d", commands.MaxBonusCredits)}
 	}
