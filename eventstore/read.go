@@ -247,6 +247,27 @@ const rangeSelect = `SELECT e.position, e.transaction_id::text AS tx_text, e.str
 		  AND (e.transaction_id, e.position) <= ($3::text::xid8, $4)
 		  AND e.transaction_id BETWEEN $1::text::xid8 AND $3::text::xid8`
 
+// ReadRangeWhole is ReadRangeOf in a snapshot that sees archives whole (ReadSnapshot), or
+// ErrArchived when an archive took events after after before the range was read. A reader
+// that holds no projection checkpoint's lock (the place index, a replay's read-ahead) finds a
+// range in one statement and reads it in another: an archive committed between them dropped
+// the range's events, and ReadRangeOf alone would return it empty, its reader then moving its
+// checkpoint past places it never saw.
+func ReadRangeWhole(ctx context.Context, db interface {
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}, names *StreamNames, after, upto Position, types ...string) ([]Event, error) {
+	var out []Event
+	err := ReadSnapshot(ctx, db, func(tx pgx.Tx) error {
+		if err := checkNotArchived(ctx, tx, after); err != nil {
+			return err
+		}
+		var err error
+		out, err = ReadRangeOf(ctx, tx, names, after, upto, types...)
+		return err
+	})
+	return out, err
+}
+
 // ReadRangeOf returns the events in (after, upto] in global order whose type is one of types
 // (none: every type), for projections: what an event says, not how it is kept — no hash and no
 // metadata. A projection of the accounts never loads the catalog's large payloads, and the

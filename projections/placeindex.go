@@ -64,7 +64,7 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 		return errCheckpointMoved // the range does not hold the events before it
 	}
 	if events == nil {
-		if events, err = eventstore.ReadRangeOf(ctx, p.Pool, streamNames(p.Pool), from, to, placeTypes...); err != nil {
+		if events, err = eventstore.ReadRangeWhole(ctx, p.Pool, streamNames(p.Pool), from, to, placeTypes...); err != nil {
 			return err
 		}
 	}

@@ -75,7 +75,7 @@ func prefetch(ctx context.Context, pool *pgxpool.Pool, from eventstore.Position,
 				}
 				continue
 			}
-			events, err := eventstore.ReadRangeOf(ctx, pool, streamNames(pool), at, end, types...)
+			events, err := eventstore.ReadRangeWhole(ctx, pool, streamNames(pool), at, end, types...)
 			if !send(readAhead{from: at, to: end, n: n, events: events, err: err}) {
 				return
 			}

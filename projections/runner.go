@@ -65,6 +65,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	for _, p := range r.Projections {
 		sub := newRangeSubscriber(r.Pool, p, r.BatchSize, r.Poll)
 		sub.gather = r.Gather
+		sub.log = log
 		r.subscribers = append(r.subscribers, sub)
 		router.AddConsumerHandler(p.Name(), p.Name(), sub, handlerFor(p))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/eventstore"
 )
@@ -31,6 +32,10 @@ type rangeSubscriber struct {
 	poll       time.Duration
 	gather     time.Duration // least time between the starts of two batches that are not full
 	wake       chan struct{}
+	log        logrus.FieldLogger // nil: errors finding a range are not logged
+
+	lastErr   string // the last error logged, and when: the same one again is logged once a minute
+	lastErrAt time.Time
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -69,6 +74,7 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 		if !synced {
 			cp, err := s.projection.Checkpoint(ctx)
 			if err != nil {
+				s.logError(ctx, "reading its checkpoint", err)
 				if !s.sleep(ctx, s.poll) {
 					return
 				}
@@ -81,6 +87,11 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 		}
 		started := time.Now()
 		end, n, err := eventstore.NextBatchOf(ctx, s.pool, at, s.batchSize, readTypes(s.projection))
+		if err != nil {
+			// Logged, not only retried: behind an archive (eventstore.ErrArchived) the projection
+			// stays where it is until the range is restored, and its lag is the only other sign.
+			s.logError(ctx, "finding its next range", err)
+		}
 		if err != nil || !at.Less(end) {
 			if !s.sleep(ctx, s.poll) {
 				return
@@ -122,6 +133,17 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 			return
 		}
 		cancel()
+	}
+}
+
+// logError logs err at error level, the same error again at most once a minute.
+func (s *rangeSubscriber) logError(ctx context.Context, doing string, err error) {
+	if s.log == nil || ctx.Err() != nil {
+		return
+	}
+	if msg := err.Error(); msg != s.lastErr || time.Since(s.lastErrAt) >= time.Minute {
+		s.lastErr, s.lastErrAt = msg, time.Now()
+		s.log.WithError(err).WithField("projection", s.projection.Name()).Errorf("projection %s: %s (retrying)", s.projection.Name(), doing)
 	}
 }
 
