@@ -7,6 +7,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"html/template"
@@ -53,6 +54,10 @@ type Server struct {
 	Clock     func() time.Time // time.Now when nil
 	Version   string
 	StartedAt time.Time
+	// Imported, when set, is called after a catalog import has committed and before the page
+	// answers, as the admin API's (adminapi.Server.Imported): the read API serves the import
+	// once the operator sees it reported.
+	Imported func(ctx context.Context) error
 	// SessionTTL is how long a sign-in lasts; DefaultSessionTTL when zero.
 	SessionTTL time.Duration
 

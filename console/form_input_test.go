@@ -2,6 +2,8 @@ package console_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -58,6 +60,65 @@ func TestALargeConsoleImportLeavesNoTemporaryFileBehind(t *testing.T) {
 	for _, f := range left {
 		if st, err := os.Stat(f); err == nil {
 			t.Errorf("the upload was left behind after the import was answered: %s (%d bytes)", f, st.Size())
+		}
+	}
+}
+
+// postImport sends file through the console's catalog import form.
+func postImport(t *testing.T, svc *apptest.Service, c *http.Client, csrf string, file []byte) (int, string) {
+	t.Helper()
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	if err := w.WriteField("csrf", csrf); err != nil {
+		t.Fatal(err)
+	}
+	fw, err := w.CreateFormFile("file", "places.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = fw.Write(file)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodPost, svc.AdminURL+"/console/catalog-import", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", w.FormDataContentType())
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, readAll(t, resp)
+}
+
+// As through the admin API, a place imported through the console is served by the read API
+// once the console has reported the import: it waited for nothing, and a detail read right
+// after could answer 404 for the place the page had just listed as imported.
+func TestAPlaceImportedThroughTheConsoleIsServedOnceThePageAnswers(t *testing.T) {
+	svc := apptest.Start(t, 100000)
+	id := openAccountViaAdmin(t, svc, "Reader", "reader@example.com")
+	if st, b := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/purchases", `{"amount_cents":5000,"payment_ref":"console-visible"}`); st != http.StatusCreated {
+		t.Fatalf("purchase: %d %s", st, b)
+	}
+	st, b := svc.Admin(t, http.MethodPost, "/admin/accounts/"+id+"/keys", "")
+	var issued struct {
+		Data struct {
+			APIKey string `json:"api_key"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal([]byte(b), &issued); err != nil || st != http.StatusCreated {
+		t.Fatalf("key: %d %s", st, b)
+	}
+	c, csrf := signedInConsole(t, svc)
+	for i := range 10 {
+		place := fmt.Sprintf("plc_console_%02d", i)
+		line := fmt.Sprintf(`{"record":"place","place_id":%q,"name":"Cafe %d","category":"food.cafe","town_slug":"berea","latitude":37.57,"longitude":-84.29}`, place, i)
+		if st, page := postImport(t, svc, c, csrf, []byte(line+"\n")); st != http.StatusOK {
+			t.Fatalf("import %d: %d\n%s", i, st, page)
+		}
+		if st, b := svc.Read(t, "/api/data/places/"+place, issued.Data.APIKey); st != http.StatusOK {
+			t.Fatalf("import %d: detail right after the page answered: %d %s, want 200", i, st, b)
 		}
 	}
 }

@@ -515,6 +515,13 @@ func (s *Server) importCatalog(r *http.Request, _ *session) (result, error) {
 		}
 		return res, err
 	}
+	if s.Imported != nil {
+		// Committed: a failure to see it in the read models does not make it less imported.
+		if werr := s.Imported(r.Context()); werr != nil {
+			s.logger().WithError(werr).WithField("request_id", httpx.RequestIDFrom(r.Context())).
+				Warn("catalog import committed; waiting for the read models to hold it failed")
+		}
+	}
 	d.Result = &out
 	res.data = d
 	return res, nil

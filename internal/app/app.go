@@ -317,7 +317,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			}
 		}
 		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
-			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt}
+			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt, Imported: admin.Imported}
 		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
 	}
 	var servers []*http.Server
