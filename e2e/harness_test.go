@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -25,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/demodata"
+	"github.com/kyapi/kyapi/internal/freeport"
 )
 
 // Bounded waits. They only guard against a hang; no test asserts how long anything takes.
@@ -196,17 +196,8 @@ func childEnv(vars map[string]string) []string {
 	return env
 }
 
-// freeAddr finds a free loopback port: listen on 127.0.0.1:0, close, reuse the port.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
+// freeAddr is a loopback address nobody listens on, for a process to bind later (freeport).
+func freeAddr(t testing.TB) string { return freeport.Addr(t) }
 
 // randomToken is a fresh secret for a test, e.g. an admin token.
 func randomToken(prefix string) string {

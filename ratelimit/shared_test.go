@@ -24,7 +24,7 @@ func TestAProcessWhoseRedisDiesContinuesTheWindowRedisCounted(t *testing.T) {
 	srv := redistest.Start(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s, err := OpenShared(srv.URL(), 0, log)
+	s, err := OpenShared(srv.URL(), testRedisTimeout, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestARequestWhoseReplyIsLostIsCountedOnceInRedis(t *testing.T) {
 	proxy := startDropFirstReplyProxy(t, srv.Addr())
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", 0, log)
+	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", testRedisTimeout, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestARedisDroppingOutAgainAndAgainInOneWindowLetsOneProcessAdmitAtMostTwice
 	proxy := startTogglingProxy(t, srv.Addr())
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", 0, log)
+	s, err := OpenShared("redis://"+proxy.ln.Addr().String()+"/0", testRedisTimeout, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,3 +325,8 @@ func TestRepliesOfCallsSentBeforeAChangeDoNotTurnTheLimiterAgain(t *testing.T) {
 		t.Fatalf("%d outage lines and %d recovery lines, want 1 and 1:\n%s", out, ended, logs.String())
 	}
 }
+
+// testRedisTimeout is the Redis call timeout of these tests: a killed or cut-off Redis fails
+// a call at once, so it only keeps a stall of a loaded machine from passing for an outage
+// (DefaultRedisTimeout is 1 s).
+const testRedisTimeout = 10 * time.Second

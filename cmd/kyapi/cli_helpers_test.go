@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kyapi/kyapi/internal/freeport"
 )
 
 // Helpers of the tests that run the real kyapi binary, as an operator would.
@@ -148,17 +149,8 @@ func (p *kyapiProc) wait(limit time.Duration) (string, int, bool) {
 	}
 }
 
-// freeAddr is a loopback address with a port nobody listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
-}
+// freeAddr is a loopback address nobody listens on, for a process to bind later (freeport).
+func freeAddr(t *testing.T) string { return freeport.Addr(t) }
 
 // healthy reports whether a read API answers GET /healthz on addr.
 func healthy(addr string) bool {

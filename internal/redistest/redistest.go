@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/kyapi/kyapi/internal/freeport"
 )
 
 // startWait bounds the wait for a server to accept connections; it only guards a hang.
@@ -41,12 +43,10 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatalf("redistest: no redis-server on PATH (apt-get install redis-server): %v", err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
+	// Outside the ephemeral range (freeport): a test restarting it on its port after an
+	// outage must not find the port given to some connection meanwhile.
+	_, p, _ := net.SplitHostPort(freeport.Addr(t))
+	port, _ := strconv.Atoi(p)
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), port: port}
 	s.Restart()
 	t.Cleanup(func() {

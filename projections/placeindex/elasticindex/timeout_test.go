@@ -52,7 +52,7 @@ func TestASearchTheClusterNeverAnswersIsSentOnce(t *testing.T) {
 	defer srv.Close()
 	defer close(stall)
 	defer func(was time.Duration) { answerTimeout = was }(answerTimeout)
-	answerTimeout = 200 * time.Millisecond
+	answerTimeout = time.Second // Open's requests are answered at once, well within it on a loaded machine
 	x, err := Open(context.Background(), srv.URL, "places")
 	if err != nil {
 		t.Fatalf("Open: %v", err)
@@ -64,7 +64,9 @@ func TestASearchTheClusterNeverAnswersIsSentOnce(t *testing.T) {
 	if err == nil {
 		t.Fatal("List succeeded")
 	}
-	if n := searches.Load(); n > 1 || took > 2*answerTimeout {
-		t.Errorf("a search the cluster never answers was sent %d times and failed after %v, not after answerTimeout %v", n, took, answerTimeout)
+	// Sent once is what shows it was not sent again (the time it took would say so only on an
+	// idle machine); it failed because it timed out, so not before answerTimeout.
+	if n := searches.Load(); n != 1 || took < answerTimeout {
+		t.Errorf("a search the cluster never answers was sent %d times and failed after %v, not once after answerTimeout %v", n, took, answerTimeout)
 	}
 }
