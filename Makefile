@@ -23,7 +23,7 @@ run: build
 	$(BIN) migrate; \
 	$(BIN) demo-data; \
 	admin=$${ADMIN_ADDR:-127.0.0.1:8081}; case $$admin in :*) admin=127.0.0.1$$admin;; esac; \
-	echo "Admin API on $$admin (token: $$ADMIN_TOKEN). Console: http://$$admin/console/ (sign in with the token). Metrics: http://$$admin/metrics. Ctrl-C stops the service."; \
+	echo "Admin API on $$admin unless serve logs that it is taken (token: $$ADMIN_TOKEN). Console: http://$$admin/console/ (sign in with the token). Metrics: http://$$admin/metrics. Ctrl-C stops the service."; \
 	exec $(BIN) serve
 
 test: vet

@@ -184,6 +184,13 @@ func runAudit(ctx context.Context, args []string) error {
 	if *publicKey != "" && *digestFile == "" {
 		return usageError(fs, "-public-key checks the signature of a digest: give the digest with -digest FILE")
 	}
+	// A range that cannot hold an event audits nothing, and would report a clean store.
+	switch {
+	case *from < 0 || *to < 0:
+		return usageError(fs, "-from and -to are positions in the store: 0 or more (0: unbounded)")
+	case *to != 0 && *to < *from:
+		return usageError(fs, "-to %d is before -from %d: the range holds no event", *to, *from)
+	}
 	var digest *audit.Digest
 	if *digestFile != "" {
 		d, err := readDigest(*digestFile, *publicKey)

@@ -75,7 +75,13 @@ func LoadConfig() (Config, error) {
 	for _, a := range []struct{ name, addr string }{{"READ_ADDR", c.ReadAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if _, port, err := net.SplitHostPort(a.addr); err != nil || port == "" {
 			return c, fmt.Errorf("%s must be host:port or :port (such as :8080 or 127.0.0.1:8081), got %q", a.name, a.addr)
+		} else if _, err := net.LookupPort("tcp", port); err != nil {
+			return c, fmt.Errorf("%s: port %q is not a port (0 to 65535, or a service name)", a.name, port)
 		}
+	}
+	if overlap(c.ReadAddr, c.AdminAddr) {
+		// The admin API listens on its own address, never on the public one (docs/api.md).
+		return c, fmt.Errorf("READ_ADDR %q and ADMIN_ADDR %q are the same address: the admin API needs one of its own", c.ReadAddr, c.AdminAddr)
 	}
 	rl := envOr("RATE_LIMIT_PER_MINUTE", "60")
 	n, err := strconv.Atoi(rl)
@@ -122,6 +128,20 @@ func LoadConfig() (Config, error) {
 
 // LogLevels are the names LOG_LEVEL takes (logrus's, in any case; "warning" is "warn").
 var LogLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic"}
+
+// overlap reports whether two listen addresses (checked host:port) take the same port on a
+// common interface: the same host, or either one every interface. Port 0 takes any free port.
+func overlap(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	na, _ := net.LookupPort("tcp", pa)
+	nb, _ := net.LookupPort("tcp", pb)
+	if na == 0 || na != nb {
+		return false
+	}
+	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wildcard(ha) || wildcard(hb)
+}
 
 // canonicalBaseURL checks CANONICAL_BASE_URL: an absolute http or https URL with a host,
 // optionally a path, and nothing else. Trailing slashes are dropped, so that
