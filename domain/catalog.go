@@ -739,6 +739,9 @@ func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFie
 				if name, twice := catalogRepeatedNameWithin(raw); twice {
 					return nil, catalogErr(ob.name("value"), "names the field %q twice in one object", name)
 				}
+				if n, ok := hugeExponent(raw); ok {
+					return nil, catalogErr(ob.name("value"), "holds the number %.40s, whose exponent has more than 18 digits", n)
+				}
 				x.Value = compact.Bytes()
 			}
 			obs = append(obs, x)
@@ -746,6 +749,25 @@ func catalogParseSources(o catalogObject) (map[string][]Observation, *catalogFie
 		out[field] = obs
 	}
 	return out, nil
+}
+
+// hugeExponent finds a number in the valid JSON value raw whose exponent has more than 18
+// digits: observed numbers are compared by their exact value (normalizeObservedValue), which
+// such an exponent would cost without bound to work out.
+func hugeExponent(raw []byte) (json.Number, bool) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		if n, ok := tok.(json.Number); ok {
+			if i := strings.IndexAny(string(n), "eE"); i >= 0 && len(strings.TrimLeft(string(n)[i+1:], "+-0")) > 18 {
+				return n, true
+			}
+		}
+	}
 }
 
 var catalogIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]+$`)

@@ -268,8 +268,9 @@ func appendJSONValue(b []byte, v any) (_ []byte, ok bool) {
 // appendJSONNumber appends the JSON number lit by its exact value, in the form encoding/json
 // gives a float64 (plain from 1e-6 up to 1e21, else d.ddde±x; zero as 0) but with every digit
 // of lit kept: two literals get the same bytes exactly when they are the same number. A
-// literal whose exponent has more than 18 digits is appended as it is (lowercased): never
-// equal to another number's form, as computing its value would cost without bound.
+// literal whose exponent has more than 18 digits (the import refuses them: hugeExponent) is
+// appended as it is (lowercased): never equal to another number's form, as computing its
+// value would cost without bound.
 func appendJSONNumber(b []byte, lit string) []byte {
 	neg := strings.HasPrefix(lit, "-")
 	mantissa, expText := strings.TrimPrefix(lit, "-"), ""

@@ -3,6 +3,7 @@ package domain
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/big"
 	"strconv"
@@ -152,4 +153,21 @@ func FuzzObservedNumbers(f *testing.F) {
 		checkNumberAsFloat(t, a)
 		checkNumbersAlike(t, a, b)
 	})
+}
+
+// An observed number whose exponent has more than 18 digits is refused at import, naming
+// it: its exact value, by which observations are compared, would cost without bound.
+func TestAnObservedNumberWithAHugeExponentIsRefused(t *testing.T) {
+	for _, v := range []string{`1e1000000000000000000`, `[1, {"a": -2.5E+0000000000000000000000000000001234567890123456789}]`} {
+		line := `{"record":"place","place_id":"p1","name":"P","category":"food","sources":{"rating":[{"source":"a","value":` + v + `,"observed_at":"2026-01-01T00:00:00Z"}]}}`
+		_, err := ParseCatalog(strings.NewReader(line + "\n"))
+		var ie *ImportError
+		if !errors.As(err, &ie) || ie.Field != "sources.rating[0].value" || !strings.Contains(ie.Message, "exponent") {
+			t.Errorf("%s: %v, want refused naming sources.rating[0].value and its exponent", v, err)
+		}
+	}
+	line := `{"record":"place","place_id":"p1","name":"P","category":"food","sources":{"rating":[{"source":"a","value":1e000000000000000000000000000400,"observed_at":"2026-01-01T00:00:00Z"}]}}`
+	if _, err := ParseCatalog(strings.NewReader(line + "\n")); err != nil {
+		t.Errorf("an exponent of 3 digits written with leading zeros: %v", err)
+	}
 }

@@ -34,8 +34,8 @@ type rangeSubscriber struct {
 	wake       chan struct{}
 	log        logrus.FieldLogger // nil: errors finding a range are not logged
 
-	lastErr   string // the last error logged, and when: the same one again is logged once a minute
-	lastErrAt time.Time
+	lastErrAt time.Time // when an error was last logged: at most one line a minute
+	errsSince int       // errors not logged since
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -136,15 +136,20 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 	}
 }
 
-// logError logs err at error level, the same error again at most once a minute.
+// logError logs err at error level, at most one line a minute whatever the errors (they
+// come every poll while the cause lasts, and may differ each time), with the count of those
+// not logged since the last line.
 func (s *rangeSubscriber) logError(ctx context.Context, doing string, err error) {
 	if s.log == nil || ctx.Err() != nil {
 		return
 	}
-	if msg := err.Error(); msg != s.lastErr || time.Since(s.lastErrAt) >= time.Minute {
-		s.lastErr, s.lastErrAt = msg, time.Now()
-		s.log.WithError(err).WithField("projection", s.projection.Name()).Errorf("projection %s: %s (retrying)", s.projection.Name(), doing)
+	if !s.lastErrAt.IsZero() && time.Since(s.lastErrAt) < time.Minute {
+		s.errsSince++
+		return
 	}
+	s.log.WithError(err).WithFields(logrus.Fields{"projection": s.projection.Name(), "errors_not_logged": s.errsSince}).
+		Errorf("projection %s: %s (retrying)", s.projection.Name(), doing)
+	s.lastErrAt, s.errsSince = time.Now(), 0
 }
 
 // sleep waits d, or less if Wake is called; false when the subscriber is stopping.

@@ -60,3 +60,21 @@ func TestTheSameAddressForBothAPIsIsNamed(t *testing.T) {
 		}
 	}
 }
+
+// Only a serve that opens both APIs is refused: a command that listens on neither, or a serve
+// running one of them, may be given any pair (a read-only process on the admin port of the
+// machine's default, an environment shared with one).
+func TestOverlappingAddressesAreRefusedOnlyWhereBothAreOpened(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": db, "READ_ADDR": "127.0.0.1:8081"}, 2*time.Minute, "migrate"); code != 0 {
+		t.Fatalf("READ_ADDR=127.0.0.1:8081 (ADMIN_ADDR's default) kyapi migrate: exit %d\n%s", code, out)
+	}
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	p := startKyapi(t, map[string]string{"DATABASE_URL": db, "READ_ADDR": ":" + port, "ADMIN_ADDR": addr}, "serve", "-admin=false")
+	for guard := time.Now().Add(2 * time.Minute); !healthy(addr); time.Sleep(100 * time.Millisecond) {
+		if p.ended() || time.Now().After(guard) {
+			t.Fatalf("serve -admin=false READ_ADDR=:%s ADMIN_ADDR=%s never served:\n%s", port, addr, p.output())
+		}
+	}
+}

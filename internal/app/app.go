@@ -195,6 +195,11 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// 150,000 places (docs/operations.md). A GOGC the operator set is kept. Here, not in
 	// `kyapi serve`, so bench/unmetered runs the same.
 	defer DefaultGOGC(200)()
+	if opts.Read && opts.Admin {
+		if err := checkListenAddrs(cfg); err != nil {
+			return err
+		}
+	}
 	pool, err := OpenDB(ctx, cfg)
 	if err != nil {
 		return err

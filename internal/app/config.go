@@ -79,10 +79,6 @@ func LoadConfig() (Config, error) {
 			return c, fmt.Errorf("%s: port %q is not a port (0 to 65535, or a service name)", a.name, port)
 		}
 	}
-	if overlap(c.ReadAddr, c.AdminAddr) {
-		// The admin API listens on its own address, never on the public one (docs/api.md).
-		return c, fmt.Errorf("READ_ADDR %q and ADMIN_ADDR %q are the same address: the admin API needs one of its own", c.ReadAddr, c.AdminAddr)
-	}
 	rl := envOr("RATE_LIMIT_PER_MINUTE", "60")
 	n, err := strconv.Atoi(rl)
 	if err != nil || n < 1 {
@@ -128,6 +124,16 @@ func LoadConfig() (Config, error) {
 
 // LogLevels are the names LOG_LEVEL takes (logrus's, in any case; "warning" is "warn").
 var LogLevels = []string{"trace", "debug", "info", "warn", "error", "fatal", "panic"}
+
+// checkListenAddrs refuses a read API and an admin API that would listen on one address: the
+// admin API listens on its own, never on the public one (docs/api.md). Only serve opening
+// both asks; a command that listens on neither, or a serve running one of them, takes any.
+func checkListenAddrs(cfg Config) error {
+	if overlap(cfg.ReadAddr, cfg.AdminAddr) {
+		return fmt.Errorf("READ_ADDR %q and ADMIN_ADDR %q are the same address: the admin API needs one of its own", cfg.ReadAddr, cfg.AdminAddr)
+	}
+	return nil
+}
 
 // overlap reports whether two listen addresses (checked host:port) take the same port on a
 // common interface: the same host, or either one every interface. Port 0 takes any free port.
