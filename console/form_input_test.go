@@ -24,33 +24,10 @@ func TestALargeConsoleImportLeavesNoTemporaryFileBehind(t *testing.T) {
 	c, csrf := signedInConsole(t, svc)
 	t.Setenv("TMPDIR", tmp) // mime/multipart spools to os.TempDir, which reads it on each call
 
-	var body bytes.Buffer
-	w := multipart.NewWriter(&body)
-	if err := w.WriteField("csrf", csrf); err != nil {
-		t.Fatal(err)
-	}
-	fw, err := w.CreateFormFile("file", "big.ndjson")
-	if err != nil {
-		t.Fatal(err)
-	}
-	line := []byte(`{"record":"nonsense","pad":"` + strings.Repeat("x", 1000) + `"}` + "\n")
-	for body.Len() < 10<<20 {
-		_, _ = fw.Write(line)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodPost, svc.AdminURL+"/console/catalog-import", &body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", w.FormDataContentType())
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if page := readAll(t, resp); resp.StatusCode != http.StatusBadRequest || !strings.Contains(page, "nonsense") {
-		t.Fatalf("a file of unknown records: %d, want 400 naming the record kind:\n%s", resp.StatusCode, page)
+	line := `{"record":"nonsense","pad":"` + strings.Repeat("x", 1000) + `"}` + "\n"
+	file := []byte(strings.Repeat(line, (10<<20)/len(line)+1)) // over 10 MiB
+	if st, page := postImport(t, svc, c, csrf, file); st != http.StatusBadRequest || !strings.Contains(page, "nonsense") {
+		t.Fatalf("a file of unknown records: %d, want 400 naming the record kind:\n%s", st, page)
 	}
 	// The handler removes them before it answers; nothing to wait for.
 	left, err := filepath.Glob(filepath.Join(tmp, "multipart-*"))
