@@ -5,7 +5,6 @@ import (
 	"errors"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
@@ -74,24 +74,6 @@ func TestARangeFoundBeforeAnArchiveDroppedItIsNotAppliedEmpty(t *testing.T) {
 	}
 }
 
-// lockedLog is a log output a test reads while the projections still write to it.
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A running process whose place index is behind an archive (kyapi archive cannot see it)
 // stays where it is until the range is restored; it polled silently, its lag the only sign.
 // It says so in its log.
@@ -105,7 +87,7 @@ func TestARunningPlaceIndexBehindAnArchiveLogsIt(t *testing.T) {
 	if _, err := archive.Archive(ctx, h.pool, h.options(t, 2000)); err != nil {
 		t.Fatal(err)
 	}
-	var out lockedLog
+	var out syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&out)
 	runner := &projections.Runner{Pool: h.pool, Projections: []projections.Projection{projections.PlaceIndex{Pool: h.pool, Index: x}}, Log: log}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kyapi/kyapi/demodata"
 	"github.com/kyapi/kyapi/internal/freeport"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 )
 
 // Bounded waits. They only guard against a hang; no test asserts how long anything takes.
@@ -206,24 +207,6 @@ func randomToken(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// processLog collects a process's stdout and stderr.
-type processLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *processLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *processLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // serveConfig is the environment of one `kyapi serve` process.
 type serveConfig struct {
 	Name        string // for logs: "A", "B", ...
@@ -243,7 +226,7 @@ type service struct {
 	t        testing.TB
 	cfg      serveConfig
 	cmd      *exec.Cmd
-	log      *processLog
+	log      *syncbuf.Buffer // stdout and stderr
 	ReadURL  string
 	AdminURL string
 	client   *http.Client
@@ -296,7 +279,7 @@ func launchServe(t testing.TB, cfg serveConfig) *service {
 		client = &http.Client{Timeout: clientTimeout}
 	}
 	s := &service{
-		t: t, cfg: cfg, log: &processLog{}, client: client, done: make(chan struct{}),
+		t: t, cfg: cfg, log: &syncbuf.Buffer{}, client: client, done: make(chan struct{}),
 		ReadURL:  scheme + "://" + readAddr,
 		AdminURL: "http://" + adminAddr,
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 )
 
 // newPostgres is a database limiter over its own pool of the database at url: one process.
@@ -127,7 +128,7 @@ func TestSharedInTheDatabaseCountsInTheProcessWhileTheDatabaseIsUnreachable(t *t
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	var logs logLines
+	var logs syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&logs)
 	s := NewSharedInDatabase(pool, 200*time.Millisecond, log)
@@ -137,7 +138,7 @@ func TestSharedInTheDatabaseCountsInTheProcessWhileTheDatabaseIsUnreachable(t *t
 			t.Fatalf("request %d counted in the process: %+v", i+1, q)
 		}
 	}
-	if !s.Down() || logs.count("rate limiter: PostgreSQL unavailable") != 1 {
-		t.Fatalf("down %v, log:\n%s", s.Down(), logs.buf.String())
+	if !s.Down() || logs.Count("rate limiter: PostgreSQL unavailable") != 1 {
+		t.Fatalf("down %v, log:\n%s", s.Down(), logs.String())
 	}
 }

@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/internal/redistest"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 )
 
 var ctx = context.Background()
@@ -175,27 +175,9 @@ func TestARaisedLimitAdmitsTheDifferenceInTheSameWindow(t *testing.T) {
 	}
 }
 
-// logLines collects a logger's lines.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logLines) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
-}
-
 func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T) {
 	srv := redistest.Start(t)
-	lines := &logLines{}
+	lines := &syncbuf.Buffer{}
 	log := logrus.New()
 	log.SetOutput(lines)
 	s, err := OpenShared(srv.URL(), testRedisTimeout, log)
@@ -227,8 +209,8 @@ func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T)
 	if !s.Down() {
 		t.Fatal("the limiter does not know Redis is down")
 	}
-	if n := lines.count("Redis unavailable"); n != 1 {
-		t.Fatalf("%d outage lines for 200 requests, want 1:\n%s", n, lines.buf.String())
+	if n := lines.Count("Redis unavailable"); n != 1 {
+		t.Fatalf("%d outage lines for 200 requests, want 1:\n%s", n, lines.String())
 	}
 
 	srv.Restart()
@@ -240,8 +222,8 @@ func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := lines.count("Redis answers again"); n != 1 {
-		t.Fatalf("%d recovery lines, want 1:\n%s", n, lines.buf.String())
+	if n := lines.Count("Redis answers again"); n != 1 {
+		t.Fatalf("%d recovery lines, want 1:\n%s", n, lines.String())
 	}
 	// Back: shared counting again (the restarted Redis is empty).
 	for range 2 {
@@ -253,7 +235,7 @@ func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T)
 	if q := s.Take(ctx, "after", 3, time.Now()); q.Allowed {
 		t.Fatal("after recovery the 4th shared request was admitted")
 	}
-	if n := lines.count("Redis unavailable"); n != 1 {
+	if n := lines.Count("Redis unavailable"); n != 1 {
 		t.Fatalf("%d outage lines, want still 1", n)
 	}
 }
@@ -261,7 +243,7 @@ func TestSharedFallsBackWhileRedisIsDownLogsOnceAndResumesByItself(t *testing.T)
 func TestAServerStartingWhileRedisIsDownServesFromTheProcess(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Kill()
-	lines := &logLines{}
+	lines := &syncbuf.Buffer{}
 	log := logrus.New()
 	log.SetOutput(lines)
 	s, err := OpenShared(srv.URL(), testRedisTimeout, log)
@@ -275,7 +257,7 @@ func TestAServerStartingWhileRedisIsDownServesFromTheProcess(t *testing.T) {
 	if q := s.Take(ctx, "k", 2, time.Now()); !q.Allowed || q.Remaining != 1 {
 		t.Fatalf("first request: %+v", q)
 	}
-	if n := lines.count("Redis unavailable"); n != 1 {
+	if n := lines.Count("Redis unavailable"); n != 1 {
 		t.Fatalf("%d outage lines, want 1", n)
 	}
 }

@@ -1,12 +1,10 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,8 @@ import (
 
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 )
-
-// lockedBuffer is a log output a test reads while the service may still write to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A serve that cannot listen (its admin port in use) ends with that error, and the work it
 // had started in the background (resuming grants, the maintenance loop) does not report the
@@ -45,7 +26,7 @@ func TestAServeThatCannotListenReportsOnlyThat(t *testing.T) {
 	defer busy.Close()
 	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: "127.0.0.1:0", AdminAddr: busy.Addr().String(),
 		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&out)
 	log.SetFormatter(&logrus.JSONFormatter{})
@@ -67,7 +48,7 @@ func TestAnUnreadableSigningKeyStopsServeBeforeItsCatchUp(t *testing.T) {
 	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
 		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60,
 		AuditSigningKey: t.TempDir() + "/no-such.key"}
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&out)
 	log.SetFormatter(&logrus.JSONFormatter{})
