@@ -117,6 +117,9 @@ func newShared(r remote, name string, log *logrus.Logger) *Shared {
 		callTimeout: DefaultRedisTimeout, probeEvery: redisProbeEvery}
 }
 
+// Store names the store the limiter counts in: Redis or PostgreSQL.
+func (s *Shared) Store() string { return s.name }
+
 // Describe names where the limiter counts, for the start-up log (a Redis address without
 // credentials).
 func (s *Shared) Describe() string { return s.remote.Describe() }

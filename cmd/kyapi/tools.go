@@ -419,8 +419,7 @@ func localURL(addr string, tls bool) string {
 	if err != nil {
 		return scheme + "://" + addr
 	}
-	switch host {
-	case "", "0.0.0.0", "::":
+	if app.WildcardHost(host) {
 		host = "localhost"
 	}
 	return scheme + "://" + net.JoinHostPort(host, port)

@@ -444,13 +444,11 @@ func OpenLimiter(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *logru
 	var (
 		shared *ratelimit.Shared
 		fields logrus.Fields
-		where  = "PostgreSQL"
 	)
 	if cfg.RedisURL == "" {
 		shared = ratelimit.NewSharedInDatabase(pool, cfg.RedisTimeout, log)
 		fields = logrus.Fields{"limiter": "postgres"}
 	} else {
-		where = "Redis"
 		var err error
 		if shared, err = ratelimit.OpenShared(cfg.RedisURL, cfg.RedisTimeout, log); err != nil {
 			return nil, nil, err
@@ -458,9 +456,9 @@ func OpenLimiter(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *logru
 		fields = logrus.Fields{"limiter": "redis", "redis": shared.Describe()}
 	}
 	if err := shared.Check(ctx); err != nil {
-		log.WithFields(fields).Warnf("rate limiter: shared in %s, which does not answer yet; counting in the process until it does", where)
+		log.WithFields(fields).Warnf("rate limiter: shared in %s, which does not answer yet; counting in the process until it does", shared.Store())
 	} else {
-		log.WithFields(fields).Infof("rate limiter: shared in %s: every process counts each key's requests together", where)
+		log.WithFields(fields).Infof("rate limiter: shared in %s: every process counts each key's requests together", shared.Store())
 	}
 	return shared, func() { _ = shared.Close() }, nil
 }

@@ -145,9 +145,11 @@ func overlap(a, b string) bool {
 	if na == 0 || na != nb {
 		return false
 	}
-	wildcard := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
-	return ha == hb || wildcard(ha) || wildcard(hb)
+	return ha == hb || WildcardHost(ha) || WildcardHost(hb)
 }
+
+// WildcardHost reports whether a listen address's host is every interface ("", 0.0.0.0, ::).
+func WildcardHost(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
 
 // canonicalBaseURL checks CANONICAL_BASE_URL: an absolute http or https URL with a host,
 // optionally a path, and nothing else. Trailing slashes are dropped, so that
