@@ -206,6 +206,12 @@ func isUnavailable(err error) bool {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return true
 	}
+	// A pooled connection the server had already dropped (terminated, restarted): pgx finds it
+	// closed before it sends anything, at times while it clears the statements it cached
+	// ("failed to deallocate cached statement(s): conn closed"). Nothing reached the server.
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// Class 08: connection exception; 53300: too many connections; 57P01..57P03: the

@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
 func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
@@ -46,6 +48,7 @@ func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
 		{"server shutting down", &pgconn.PgError{Code: "57P01"}, 503, "internal", "service temporarily unavailable"},
 		{"connection dropped without a word", fmt.Errorf("load place: %w", io.ErrUnexpectedEOF), 503, "internal", "service temporarily unavailable"},
 		{"statement_timeout", &pgconn.PgError{Code: "57014"}, 503, "internal", "service temporarily unavailable"},
+		{"a pooled connection found closed", fmt.Errorf("failed to deallocate cached statement(s): %w", pgconn.ErrConnClosed), 503, "internal", "service temporarily unavailable"},
 		{"lock_timeout", &pgconn.PgError{Code: "55P03"}, 503, "internal", "service temporarily unavailable"},
 		{"read-only database", &pgconn.PgError{Code: "25006"}, 503, "internal", "service temporarily unavailable"},
 		{"NUL in text", fmt.Errorf("load place: %w", &pgconn.PgError{Code: "22021", Message: "invalid byte sequence for encoding \"UTF8\": 0x00"}), 400, "bad_request",
@@ -227,5 +230,23 @@ func TestA503SaysItsChargeOutcomeInAHeaderAndItsCodeIsInternal(t *testing.T) {
 	MapError(errors.New("bug")).Write(w)
 	if w.Header().Get(ChargeOutcomeHeader) != "" || w.Header().Get("Retry-After") != "" {
 		t.Errorf("a 500 has %v", w.Header())
+	}
+}
+
+// A query on a connection found closed (the server terminated it: pgx then fails the next use
+// before sending anything) is a database fault, 503 nothing charged: it answered 500 to one
+// request of e2e TestAStatementTimeoutOnTheRoleMidLoadAnswers503NotInternal.
+func TestAQueryOnAConnectionFoundClosedIs503(t *testing.T) {
+	conn, err := pgx.Connect(context.Background(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.PgConn().Close(context.Background())
+	_, err = conn.Exec(context.Background(), "SELECT 1")
+	if err == nil {
+		t.Fatal("a query on a closed connection succeeded")
+	}
+	if got := MapError(err); got.Status != http.StatusServiceUnavailable || got.Outcome != OutcomeNone {
+		t.Fatalf("MapError(%v) = %+v, want 503 with nothing charged", err, got)
 	}
 }
