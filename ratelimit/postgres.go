@@ -35,7 +35,6 @@ type Postgres struct {
 type pgTake struct {
 	key   string
 	limit int
-	now   time.Time
 	q     Quota
 	err   error
 	done  chan struct{}
@@ -58,8 +57,8 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres {
 
 // Take counts one request of key; an error means the database did not answer in time (ctx)
 // and nothing is known. A limit of 0 or less is DefaultPerMinute.
-func (p *Postgres) Take(ctx context.Context, key string, limit int, now time.Time) (Quota, error) {
-	t := &pgTake{key: key, limit: normalize(limit), now: now, done: make(chan struct{})}
+func (p *Postgres) Take(ctx context.Context, key string, limit int, _ time.Time) (Quota, error) {
+	t := &pgTake{key: key, limit: normalize(limit), done: make(chan struct{})}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -128,6 +127,10 @@ func (p *Postgres) take(batch []*pgTake) {
 	defer cancel()
 	rows, err := p.pool.Query(ctx, `SELECT allowed, used, reset_ms FROM kyapi_rate_take($1, $2, $3)`,
 		keys, limits, p.window.Milliseconds())
+	// Each window's end is reset_ms after the database counted, which may be long after the
+	// request came (a row another process's batch held, a queue): counted from when the
+	// answer is here, the reset told is never before the window's real end.
+	answered := time.Now()
 	i := 0
 	if err == nil {
 		for rows.Next() {
@@ -140,7 +143,7 @@ func (p *Postgres) take(batch []*pgTake) {
 			if i < len(batch) {
 				t := batch[i]
 				t.q = Quota{Allowed: allowed, Limit: t.limit, Remaining: max(t.limit-int(used), 0),
-					Reset: t.now.Add(time.Duration(resetMs) * time.Millisecond)}
+					Reset: answered.Add(time.Duration(resetMs) * time.Millisecond)}
 			}
 			i++
 		}

@@ -80,8 +80,9 @@ func TestADatabaseWindowEndsWholeAndCountsOnlyWhatItAdmits(t *testing.T) {
 		if err != nil || !q.Allowed || q.Remaining != 2-i {
 			t.Fatalf("request %d: %+v, %v", i+1, q, err)
 		}
-		if q.Reset.Before(now) || q.Reset.After(now.Add(p.window)) {
-			t.Fatalf("reset %v is not within the window after %v", q.Reset, now)
+		// The store's window runs from when it counted, between now and its answer.
+		if answered := time.Now(); q.Reset.Before(now) || q.Reset.After(answered.Add(p.window)) {
+			t.Fatalf("reset %v is not within the window after %v (answered at %v)", q.Reset, now, answered)
 		}
 	}
 	for range 2 {
@@ -140,5 +141,41 @@ func TestSharedInTheDatabaseCountsInTheProcessWhileTheDatabaseIsUnreachable(t *t
 	}
 	if !s.Down() || logs.Count("rate limiter: PostgreSQL unavailable") != 1 {
 		t.Fatalf("down %v, log:\n%s", s.Down(), logs.String())
+	}
+}
+
+// X-RateLimit-Reset is when the quota is whole again: a request that waited for its key's row
+// (another process's batch holding it) before the database counted it must not be told a
+// reset earlier than the window's real end, which runs from when it was counted.
+func TestADatabaseResetIsNeverBeforeTheWindowEnds(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	p := newPostgres(t, url)
+	p.window = 3 * time.Second
+	other, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.Exec(ctx, `INSERT INTO rate_windows VALUES ('k', now() - interval '1 hour', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := other.Begin(ctx) // another process's batch holding the row
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rate_windows WHERE key_id = 'k' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(1500 * time.Millisecond); _ = tx.Commit(ctx) }()
+	q, err := p.Take(ctx, "k", 1, time.Now())
+	if err != nil || !q.Allowed {
+		t.Fatalf("first request: %+v %v", q, err)
+	}
+	var end time.Time
+	if err := other.QueryRow(ctx, `SELECT window_start + interval '3 seconds' FROM rate_windows WHERE key_id = 'k'`).Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	if reset := time.Unix(q.ResetUnix(), 0); reset.Before(end) {
+		t.Fatalf("X-RateLimit-Reset %v is before the window's end %v", reset, end)
 	}
 }

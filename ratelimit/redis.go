@@ -43,12 +43,15 @@ func NewRedis(client *redis.Client) *Redis {
 }
 
 // Take counts one request of key; an error means Redis did not answer and nothing is known.
-func (r *Redis) Take(ctx context.Context, key string, limit int, now time.Time) (Quota, error) {
+func (r *Redis) Take(ctx context.Context, key string, limit int, _ time.Time) (Quota, error) {
 	limit = normalize(limit)
 	res, err := takeScript.Run(ctx, r.client, []string{keyPrefix + key}, limit, r.window.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Quota{}, err
 	}
+	// The milliseconds left run from when Redis counted, which a slow Redis makes later than
+	// the request: counted from when its answer is here, the reset told is never before the window ends.
+	answered := time.Now()
 	if len(res) != 3 {
 		return Quota{}, fmt.Errorf("rate-limit script answered %v", res)
 	}
@@ -56,6 +59,6 @@ func (r *Redis) Take(ctx context.Context, key string, limit int, now time.Time) 
 		Allowed:   res[0] == 1,
 		Limit:     limit,
 		Remaining: int(max(int64(limit)-res[1], 0)),
-		Reset:     now.Add(time.Duration(res[2]) * time.Millisecond),
+		Reset:     answered.Add(time.Duration(res[2]) * time.Millisecond),
 	}, nil
 }

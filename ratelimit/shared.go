@@ -85,6 +85,8 @@ func (d debugLog) Printf(_ context.Context, format string, v ...any) {
 // remote is the store a Shared limiter counts in.
 type remote interface {
 	// Take counts one request of key; an error means the store did not answer and nothing is known.
+	// The store times windows by its own clock, not by now: its Reset runs from when its
+	// answer came, never before the window it counted in ends.
 	Take(ctx context.Context, key string, limit int, now time.Time) (Quota, error)
 	Ping(ctx context.Context) error
 	Describe() string

@@ -47,8 +47,8 @@ func TestAProcessWhoseRedisDiesContinuesTheWindowRedisCounted(t *testing.T) {
 
 	srv.Kill() // the one process keeps serving, counting in process
 	for i := range limit {
-		// Still the same one-minute window.
-		q := s.Take(ctx, "k", limit, now.Add(time.Duration(i)*time.Millisecond))
+		// Still the same one-minute window, which Redis's answers place a little after now.
+		q := s.Take(ctx, "k", limit, time.Now())
 		if q.Allowed {
 			admitted++
 		}
@@ -330,3 +330,27 @@ func TestRepliesOfCallsSentBeforeAChangeDoNotTurnTheLimiterAgain(t *testing.T) {
 // a call at once, so it only keeps a stall of a loaded machine from passing for an outage
 // (DefaultRedisTimeout is 1 s).
 const testRedisTimeout = 10 * time.Second
+
+// A slow Redis counts a request later than the process asked: X-RateLimit-Reset runs from
+// when Redis answered, so a request at the reset it was told is admitted.
+func TestARedisResetIsNeverBeforeTheWindowEnds(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := OpenShared(srv.URL(), 30*time.Second, logrus.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.remote.(*Redis).window = 3 * time.Second
+	if err := srv.Client().Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil { // a slow Redis
+		t.Fatal(err)
+	}
+	q := s.Take(ctx, "k", 1, time.Now())
+	if !q.Allowed || s.Down() {
+		t.Fatalf("first request: %+v, Redis down %v", q, s.Down())
+	}
+	reset := time.Unix(q.ResetUnix(), 0)
+	time.Sleep(time.Until(reset))
+	if q2 := s.Take(ctx, "k", 1, time.Now()); !q2.Allowed || s.Down() {
+		t.Fatalf("a request at X-RateLimit-Reset %v was refused: %+v (Redis down %v)", reset, q2, s.Down())
+	}
+}
