@@ -238,7 +238,7 @@ func (m *Meter) commitFromMemory(batch []*pendingCharge) (redo []*pendingCharge)
 	}
 	defer conn.Release()
 	pc := conn.Conn()
-	be, err := backendOf(ctx, pc)
+	be, err := eventstore.BackendOf(ctx, pc)
 	if err != nil {
 		return batch
 	}
@@ -336,7 +336,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) 
 	}
 	defer conn.Release()
 	pc := conn.Conn()
-	be, err := backendOf(ctx, pc)
+	be, err := eventstore.BackendOf(ctx, pc)
 	if err != nil {
 		return beforeWrite(err)
 	}
@@ -420,7 +420,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) 
 // again under the lock: nothing of them was written, and the lost transaction can no longer
 // commit); decided under the lock, a refusal stands and a charge fails as unavailable. If that
 // cannot be found out in time, the charges that wrote fail with domain.ErrOutcomeUnknown.
-func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory bool, charges []*pendingCharge,
+func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, fromMemory bool, charges []*pendingCharge,
 	ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) error {
 	cut := func() { _ = pc.PgConn().Conn().Close() }
 	if h := m.opts.Hooks.BeforeWrite; h != nil {
@@ -434,7 +434,7 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be backend, fromMemory 
 	wb.Queue("COMMIT")
 	wr := pc.SendBatch(ctx, wb)
 	if h := m.opts.Hooks.AfterCommitSent; h != nil {
-		h(be.pid, cut)
+		h(be.PID, cut)
 	}
 	var stale, headNos []int32
 	var headPositions []int64
@@ -592,31 +592,18 @@ func leave(ctx context.Context, pc *pgx.Conn, err error) error {
 // was lost rather than a statement refused, its backend may still run, holding the accounts'
 // locks inside its transaction until the server notices the connection is gone (a network
 // partition: hours); it is ended, so that the accounts' next batches do not wait for it.
-func (m *Meter) leaveLost(ctx context.Context, pc *pgx.Conn, be backend, err error) error {
+func (m *Meter) leaveLost(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, err error) error {
 	err = leave(ctx, pc, err)
 	if !pc.IsClosed() {
 		return err
 	}
 	end, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()
-	if c, cerr := m.freshConn(end); cerr == nil {
-		_, _ = endBackend(end, c, be)
+	if c, cerr := eventstore.FreshConn(end, m.store.Pool); cerr == nil {
+		_, _ = be.End(end, c)
 		_ = c.Close(end)
 	}
 	return err
-}
-
-// freshConn opens a connection of its own, not one of the pool's: after a connection was lost
-// the pool's idle ones may be as dead (a partition leaves them all silent).
-func (m *Meter) freshConn(ctx context.Context) (*pgx.Conn, error) {
-	return pgx.ConnectConfig(ctx, m.store.Pool.Config().ConnConfig.Copy())
-}
-
-// endBackend ends backend be if it still runs, and tells whether it did.
-func endBackend(ctx context.Context, c *pgx.Conn, be backend) (running bool, err error) {
-	err = c.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity WHERE pid = $1 AND backend_start = $2`,
-		int64(be.pid), be.start).Scan(&running)
-	return running, err
 }
 
 // readRound1 reads the locked accounts, the key states and the heads.
@@ -781,27 +768,6 @@ func statementRolledBack(err error) bool {
 	return pgErr.Severity == "ERROR" && class != "57" && class != "08"
 }
 
-// backend names the server process behind a connection: its pid and the time it started (a pid
-// alone may be taken again by a later process once this one has ended).
-type backend struct {
-	pid   uint32
-	start time.Time
-}
-
-// backendOf returns the backend of pc, read once per connection and kept with it.
-func backendOf(ctx context.Context, pc *pgx.Conn) (backend, error) {
-	data := pc.PgConn().CustomData()
-	if b, ok := data["kyapi.backend"].(backend); ok {
-		return b, nil
-	}
-	b := backend{pid: pc.PgConn().PID()}
-	if err := pc.QueryRow(ctx, `SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()`).Scan(&b.start); err != nil {
-		return b, err
-	}
-	data["kyapi.backend"] = b
-	return b, nil
-}
-
 // lockWait is MeterOptions.LockWait's default. Well below batchWait: an account held by
 // another transaction ends its batch in a known rollback (SQLSTATE 55P03, nothing charged)
 // rather than the batch being taken for lost and its outcome looked for under locks that
@@ -827,7 +793,7 @@ const batchWait = 10 * time.Second
 // that no transaction that held them is still running), it reads whether each account's
 // first event of the batch is there. domain.ErrOutcomeUnknown if that cannot be found out in
 // time.
-func (m *Meter) resolve(be backend, ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) (map[int32]bool, error) {
+func (m *Meter) resolve(be eventstore.Backend, ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) (map[int32]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()
 	var written []string
@@ -855,17 +821,17 @@ func (m *Meter) resolve(be backend, ids []string, accounts map[string]*batchAcco
 // errBackendRunning: the lost transaction's backend has not ended yet.
 var errBackendRunning = errors.New("commands: the backend of a lost batch still runs")
 
-func (m *Meter) writtenAfter(ctx context.Context, be backend, ids []string, writes *eventstore.Batch) (map[int32]bool, error) {
+func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, ids []string, writes *eventstore.Batch) (map[int32]bool, error) {
 	// Each try on a new connection, given a part of the time, so that one that stops
 	// answering leaves time for the next.
 	ctx, cancel := context.WithTimeout(ctx, outcomeWait/5)
 	defer cancel()
-	c, err := m.freshConn(ctx)
+	c, err := eventstore.FreshConn(ctx, m.store.Pool)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = c.Close(ctx) }()
-	running, err := endBackend(ctx, c, be)
+	running, err := be.End(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -119,11 +119,13 @@ func (s *Store) Appended() {
 // once more; when PostgreSQL ended the transaction to break a deadlock (two transactions
 // locking the same rows in different orders: a multi-file `kyapi import` beside another
 // import of the same records), fn runs again, up to maxDeadlockRetries times. Nothing of a
-// failed run was committed, so fn must only be able to run again.
+// failed run was committed, so fn must only be able to run again. A COMMIT whose answer was
+// lost is looked up (runTx): committed, it is a success; if that cannot be found out, the error
+// is ErrCommitOutcomeUnknown, never one that says nothing was written.
 func (s *Store) WithTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	ensured, deadlocks := false, 0
 	for {
-		err := pgx.BeginFunc(ctx, s.Pool, fn)
+		err := s.runTx(ctx, fn)
 		switch {
 		case err == nil:
 			s.Appended()

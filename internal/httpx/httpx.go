@@ -23,6 +23,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
 )
 
 // WriteJSON writes v as the JSON body with the given status. v is encoded before anything
@@ -121,8 +122,9 @@ const (
 	// OutcomeNone: the database is unreachable or too slow, or the charge's transaction is
 	// known to have been rolled back: nothing was charged.
 	OutcomeNone = "none"
-	// OutcomeUnknown: the connection was lost after the charge's COMMIT was sent and it could not
-	// be found out whether it committed (domain.ErrOutcomeUnknown; docs/api.md).
+	// OutcomeUnknown: the connection was lost after the charge's (or an admin write's) COMMIT was
+	// sent and it could not be found out whether it committed (domain.ErrOutcomeUnknown,
+	// eventstore.ErrCommitOutcomeUnknown; docs/api.md).
 	OutcomeUnknown = "unknown"
 )
 
@@ -147,6 +149,7 @@ func MapError(err error) Error {
 		// §6 has no conflict code: a payment reference reused for another account is a bad request.
 		{domain.ErrPaymentRefReused, http.StatusBadRequest, CodeBadRequest, ""},
 		{domain.ErrOutcomeUnknown, http.StatusServiceUnavailable, CodeInternal, OutcomeUnknown},
+		{eventstore.ErrCommitOutcomeUnknown, http.StatusServiceUnavailable, CodeInternal, OutcomeUnknown},
 		{domain.ErrUnavailable, http.StatusServiceUnavailable, CodeInternal, OutcomeNone},
 	}
 	for _, s := range sentinels {
