@@ -6,6 +6,7 @@ package readapi
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -174,7 +175,10 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
 			return
 		}
-		err = checkParams(r, params)
+		err = dropBody(w, r)
+		if err == nil {
+			err = checkParams(r, params)
+		}
 		if err == nil {
 			err = h(w, r, c)
 		}
@@ -182,6 +186,25 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 			s.writeError(w, r, s.keyErrorFirst(r.Context(), hash, err))
 		}
 	})
+}
+
+// maxIgnoredBody bounds the body a read request may carry; it means nothing and is dropped.
+const maxIgnoredBody = 64 << 10
+
+// dropBody reads a request's body, if it has one, to its end and drops it. net/http watches for
+// a client going away only once the body has been read: unread, a GET whose client sent a body
+// ("{}", as some client libraries do) and then left while its charge waited in the queue would
+// still be charged, its context never ended. A body over maxIgnoredBody is a 413.
+func dropBody(w http.ResponseWriter, r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	_, err := io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, maxIgnoredBody))
+	var tooLarge *http.MaxBytesError
+	if err != nil && !errors.As(err, &tooLarge) {
+		return httpx.BadRequest("the request body could not be read: %v", err)
+	}
+	return err
 }
 
 // keyErrorFirst keeps the contract's order of checks exact for a key revoked on another
