@@ -323,7 +323,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}
 		con := &console.Server{Accounts: accounts, Import: imports, Views: views, Pool: pool, Projections: ps,
 			Token: cfg.AdminToken, Log: log, Clock: clock, Version: Version(), StartedAt: startedAt, Imported: admin.Imported}
-		adminHandler = adminListener(admin.Handler(), con.Handler(), mets)
+		adminHandler = adminListener(admin.Handler(), con.Handler(), mets, log)
 	}
 	var servers []*http.Server
 	// stopNow ends what the servers' handlers run detached from their requests (httpx.Detach:
@@ -344,7 +344,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if err != nil {
 			return fmt.Errorf("%s API: %w", name, err)
 		}
-		srv := NewHTTPServer(h)
+		srv := NewHTTPServer(h, log)
 		srv.BaseContext = func(net.Listener) context.Context { return base }
 		servers = append(servers, srv)
 		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
@@ -531,10 +531,11 @@ const (
 	headerHardCap = 64 << 10
 )
 
-// NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection.
-func NewHTTPServer(h http.Handler) *http.Server {
+// NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection. log
+// gets the access-log line of a request refused for its headers.
+func NewHTTPServer(h http.Handler, log *logrus.Logger) *http.Server {
 	return &http.Server{
-		Handler:           httpx.LimitHeaders(headerLimit)(h),
+		Handler:           httpx.LimitHeaders(headerLimit, log)(h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

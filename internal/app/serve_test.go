@@ -4,11 +4,13 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // A slow or idle client must not hold a connection forever: every server timeout is set.
 func TestServersHaveEveryTimeoutAndAHeaderLimit(t *testing.T) {
-	s := NewHTTPServer(http.NotFoundHandler())
+	s := NewHTTPServer(http.NotFoundHandler(), logrus.New())
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": s.ReadHeaderTimeout, "ReadTimeout": s.ReadTimeout,
 		"WriteTimeout": s.WriteTimeout, "IdleTimeout": s.IdleTimeout,

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -235,15 +236,13 @@ type requestIDKey struct{}
 // RequestIDHeader carries the request id both ways.
 const RequestIDHeader = "X-Request-Id"
 
-// RequestID gives every request an id: the caller's X-Request-Id when it is at most 64
-// characters of [A-Za-z0-9_-], otherwise 16 random bytes in hex. The id is echoed in the
-// response header and available to handlers through RequestIDFrom.
+// RequestID gives every request a fresh id (16 random bytes in hex), echoed in the response's
+// X-Request-Id and available to handlers through RequestIDFrom. An X-Request-Id the caller sent
+// is not taken: it is a header value, which the logs never hold (a client may put anything
+// there, its API key included), and the id goes into the access log and into events.
 func RequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = newRequestID()
-		}
+		id := newRequestID()
 		w.Header().Set(RequestIDHeader, id)
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey{}, id)))
 	})
@@ -253,20 +252,6 @@ func RequestID(next http.Handler) http.Handler {
 func RequestIDFrom(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
-}
-
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 func newRequestID() string {
@@ -281,32 +266,67 @@ func newRequestID() string {
 //
 // Install it with Router.Use so that the matched route is known, and also wrap the router's
 // NotFoundHandler and MethodNotAllowedHandler, which logs them as "unmatched".
+//
+// A handler that panics is answered 500 with the error body and logged with its stack, not
+// left to net/http, which would drop the connection unanswered (an answer already begun is cut
+// short: the client must not take it for whole).
 func AccessLog(logger *logrus.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			start := time.Now()
 			rec := &statusRecorder{ResponseWriter: w}
+			defer func() {
+				if p := recover(); p != nil {
+					if p == http.ErrAbortHandler { // net/http's own way to cut an answer short
+						logRequest(logger, r, routeTemplate(r), rec.Status(), start)
+						panic(p)
+					}
+					logger.WithFields(logrus.Fields{"request_id": RequestIDFrom(r.Context()), "panic": fmt.Sprint(p), "stack": string(debug.Stack())}).
+						Error("request handler panicked")
+					if rec.status != 0 {
+						// Its answer had begun: cut it, so the client sees it incomplete.
+						logRequest(logger, r, routeTemplate(r), http.StatusInternalServerError, start)
+						panic(http.ErrAbortHandler)
+					}
+					WriteError(rec, http.StatusInternalServerError, CodeInternal, "internal error")
+				}
+				logRequest(logger, r, routeTemplate(r), rec.Status(), start)
+			}()
 			next.ServeHTTP(rec, r)
-			route := routeTemplate(r)
-			fields := logrus.Fields{
-				"route":       route,
-				"method":      r.Method,
-				"status":      rec.Status(),
-				"request_id":  RequestIDFrom(r.Context()),
-				"duration_ms": float64(time.Since(start).Microseconds()) / 1000,
-			}
-			if id := resourceID(r); id != "" {
-				fields["resource_id"] = id
-			}
-			logger.WithFields(fields).Info("request")
 		})
 	}
+}
+
+// LogAs is AccessLog for a handler outside a router (the metrics, a redirect): route is its
+// template. It gives the request its id too.
+func LogAs(logger *logrus.Logger, route string, next http.Handler) http.Handler {
+	return RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() { logRequest(logger, r, route, rec.Status(), start) }()
+		next.ServeHTTP(rec, r)
+	}))
+}
+
+// logRequest writes the access-log line of r.
+func logRequest(logger *logrus.Logger, r *http.Request, route string, status int, start time.Time) {
+	fields := logrus.Fields{
+		"route":       route,
+		"method":      r.Method,
+		"status":      status,
+		"request_id":  RequestIDFrom(r.Context()),
+		"duration_ms": float64(time.Since(start).Microseconds()) / 1000,
+	}
+	if id := resourceID(r); id != "" {
+		fields["resource_id"] = id
+	}
+	logger.WithFields(fields).Info("request")
 }
 
 // resourceID is the most specific id in the route's variables.
 func resourceID(r *http.Request) string {
 	vars := mux.Vars(r)
-	for _, name := range []string{"keyId", "placeId", "accountId"} {
+	for _, name := range []string{"keyId", "placeId", "accountId", "outageId"} {
 		if v := vars[name]; v != "" {
 			// A router that matches the path as sent (the read API's) leaves it encoded.
 			if decoded, err := url.PathUnescape(v); err == nil {
@@ -350,10 +370,15 @@ func (s *statusRecorder) Status() int {
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 // LimitHeaders refuses a request whose request line and headers exceed n bytes with a 431
-// and the error body. (net/http's own MaxHeaderBytes, set higher as the hard cap, answers
-// in plain text.)
-func LimitHeaders(n int) func(http.Handler) http.Handler {
+// and the error body, with a request id and an access-log line (route "unmatched": no router
+// saw it). (net/http's own MaxHeaderBytes, set higher as the hard cap, answers in plain text.)
+func LimitHeaders(n int, logger *logrus.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
+		refuse := LogAs(logger, "unmatched", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Connection", "close")
+			WriteError(w, http.StatusRequestHeaderFieldsTooLarge, CodeBadRequest,
+				fmt.Sprintf("request headers are larger than %d bytes", n))
+		}))
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 			for k, vs := range r.Header {
@@ -362,9 +387,7 @@ func LimitHeaders(n int) func(http.Handler) http.Handler {
 				}
 			}
 			if size > n {
-				w.Header().Set("Connection", "close")
-				WriteError(w, http.StatusRequestHeaderFieldsTooLarge, CodeBadRequest,
-					fmt.Sprintf("request headers are larger than %d bytes", n))
+				refuse.ServeHTTP(w, r)
 				return
 			}
 			next.ServeHTTP(w, r)

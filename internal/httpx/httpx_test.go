@@ -20,6 +20,7 @@ import (
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 )
 
 func TestMapErrorGivesEachErrorItsStatusAndCode(t *testing.T) {
@@ -84,36 +85,26 @@ func TestWriteDataAndWriteErrorUseTheEnvelope(t *testing.T) {
 	}
 }
 
-func TestRequestIDAcceptsOnlySafeIncomingIDs(t *testing.T) {
-	tests := []struct {
-		incoming string
-		kept     bool
-	}{
-		{"abc-DEF_123", true},
-		{strings.Repeat("a", 64), true},
-		{strings.Repeat("a", 65), false},
-		{"has space", false},
-		{"inject\nheader", false},
-		{"", false},
-	}
-	for _, tt := range tests {
+// The request id is always the service's own: one a caller sends is a header value, which
+// the logs never hold (it may be anything, an API key included).
+func TestRequestIDIsAlwaysFreshNeverTheCallers(t *testing.T) {
+	seenIDs := map[string]bool{}
+	for _, incoming := range []string{"abc-DEF_123", "svc_live_SECRETsecretSECRETsecretSECRETsecret", strings.Repeat("a", 65), "inject\nheader", ""} {
 		var seen string
 		h := RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = RequestIDFrom(r.Context()) }))
 		r := httptest.NewRequest("GET", "/", nil)
-		if tt.incoming != "" {
-			r.Header[RequestIDHeader] = []string{tt.incoming}
+		if incoming != "" {
+			r.Header[RequestIDHeader] = []string{incoming}
 		}
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		if got := w.Header().Get(RequestIDHeader); got != seen {
 			t.Errorf("header %q differs from context %q", got, seen)
 		}
-		if tt.kept && seen != tt.incoming {
-			t.Errorf("incoming %q: got %q, want it kept", tt.incoming, seen)
+		if seen == incoming || len(seen) != 32 || seenIDs[seen] {
+			t.Errorf("incoming %q: got %q, want a fresh 32-hex id", incoming, seen)
 		}
-		if !tt.kept && (seen == tt.incoming || len(seen) != 32) {
-			t.Errorf("incoming %q: got %q, want a fresh 32-hex id", tt.incoming, seen)
-		}
+		seenIDs[seen] = true
 	}
 }
 
@@ -137,13 +128,14 @@ func TestAccessLogWritesOneLineWithoutSecretsOrQuery(t *testing.T) {
 	r := httptest.NewRequest("GET", "/places/plc_42?token=QUERYSECRET&q=bourbon", nil)
 	r.Header.Set("Authorization", "Bearer "+secret)
 	r.Header.Set(RequestIDHeader, "req-1")
-	h.ServeHTTP(httptest.NewRecorder(), r)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
 
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	if len(lines) != 1 {
 		t.Fatalf("want one line, got %d: %s", len(lines), buf.String())
 	}
-	for _, leak := range []string{secret, "Bearer", "QUERYSECRET", "token", "bourbon", "?"} {
+	for _, leak := range []string{secret, "Bearer", "QUERYSECRET", "token", "bourbon", "?", "req-1"} {
 		if strings.Contains(lines[0], leak) {
 			t.Errorf("log line contains %q: %s", leak, lines[0])
 		}
@@ -152,7 +144,7 @@ func TestAccessLogWritesOneLineWithoutSecretsOrQuery(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &entry); err != nil {
 		t.Fatalf("not JSON: %v: %s", err, lines[0])
 	}
-	want := map[string]any{"route": "/places/{placeId}", "method": "GET", "status": float64(200), "resource_id": "plc_42", "request_id": "req-1"}
+	want := map[string]any{"route": "/places/{placeId}", "method": "GET", "status": float64(200), "resource_id": "plc_42", "request_id": w.Header().Get(RequestIDHeader)}
 	for k, v := range want {
 		if entry[k] != v {
 			t.Errorf("%s = %v, want %v", k, entry[k], v)
@@ -248,5 +240,74 @@ func TestAQueryOnAConnectionFoundClosedIs503(t *testing.T) {
 	}
 	if got := MapError(err); got.Status != http.StatusServiceUnavailable || got.Outcome != OutcomeNone {
 		t.Fatalf("MapError(%v) = %+v, want 503 with nothing charged", err, got)
+	}
+}
+
+// A handler that panics is answered 500 with the error body and logged, with its stack; one
+// that panics with its answer begun has that answer cut short, not passed off as whole.
+func TestAPanickingHandlerIsAnswered500AndLogged(t *testing.T) {
+	var buf syncbuf.Buffer
+	logger := logrus.New()
+	logger.SetOutput(&buf)
+	logger.SetFormatter(&logrus.JSONFormatter{})
+	router := mux.NewRouter()
+	router.Use(AccessLog(logger))
+	router.HandleFunc("/bonus-grants/{outageId}", func(w http.ResponseWriter, r *http.Request) { panic("a bug") })
+	router.HandleFunc("/begun", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = w.Write([]byte(`{"data":`))
+		w.(http.Flusher).Flush()
+		panic("a bug mid-answer")
+	})
+	srv := httptest.NewServer(RequestID(router))
+	defer srv.Close()
+
+	resp, err := http.Get(srv.URL + "/bonus-grants/outage-7")
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || !strings.Contains(string(body), `"code":"internal"`) || resp.Header.Get(RequestIDHeader) == "" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	log := buf.String()
+	for _, want := range []string{`"msg":"request handler panicked"`, `"panic":"a bug"`, `"status":500`, `"resource_id":"outage-7"`, `"route":"/bonus-grants/{outageId}"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s: %s", want, log)
+		}
+	}
+
+	resp, err = http.Get(srv.URL + "/begun")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Fatal("an answer cut short by a panic was read as whole")
+	}
+}
+
+// A request refused for its headers (431) gets a request id and its access-log line too.
+func TestARequestRefusedForItsHeadersIsLoggedWithAnID(t *testing.T) {
+	var buf syncbuf.Buffer
+	logger := logrus.New()
+	logger.SetOutput(&buf)
+	logger.SetFormatter(&logrus.JSONFormatter{})
+	h := LimitHeaders(1024, logger)(http.NotFoundHandler())
+	r := httptest.NewRequest("GET", "/api/data/towns", nil)
+	r.Header.Set("X-Pad", strings.Repeat("a", 2048))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	id := w.Header().Get(RequestIDHeader)
+	if w.Code != http.StatusRequestHeaderFieldsTooLarge || id == "" {
+		t.Fatalf("%d, request id %q", w.Code, id)
+	}
+	var entry map[string]any
+	if err := json.Unmarshal([]byte(buf.String()), &entry); err != nil {
+		t.Fatalf("want one JSON line: %v: %s", err, buf.String())
+	}
+	if entry["status"] != float64(431) || entry["request_id"] != id || entry["route"] != "unmatched" || strings.Contains(buf.String(), "aaaa") {
+		t.Fatalf("logged %s", buf.String())
 	}
 }
