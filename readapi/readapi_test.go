@@ -312,6 +312,54 @@ func TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404(t *testing.T) {
 	}
 }
 
+// The same for a request over its rate limit and one whose body is too large: a 429 or a 413
+// is a refusal of the request itself, and the key's 403 comes first (decisions.md: auth, then
+// rate limit, then parameters).
+func TestAKeyRevokedBehindTheCachesBackIs403BeforeA429OrA413(t *testing.T) {
+	s := newStack(t)
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.meter.Keys().Listen(listenCtx, nil)
+	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key listener did not connect")
+		}
+	}
+	account, key := s.customer(500)
+	perMinute := int64(2)
+	if err := s.accounts.SetRateLimit(ctx, account, &perMinute, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusNotFound, "not_found")
+	}
+	s.get(key, "/api/data/towns").expectError(t, http.StatusTooManyRequests, "rate_limited") // cached, and limited
+	// The revoke's notification has not arrived: the row changes without one.
+	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET state = 'revoked' WHERE account_id = $1`, account); err != nil {
+		t.Fatal(err)
+	}
+	s.get(key, "/api/data/towns").expectError(t, http.StatusForbidden, "revoked_api_key")
+
+	other, otherKey := s.customer(500)
+	s.get(otherKey, "/api/data/towns").rows(t) // cached
+	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET state = 'revoked' WHERE account_id = $1`, other); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, s.server.URL+"/api/data/towns", strings.NewReader(strings.Repeat("x", 65<<10)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+otherKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a revoked key with a 65 KiB body: %d, want 403", resp.StatusCode)
+	}
+}
+
 func TestThe61stRequestInAMinuteIs429WithRetryAfter(t *testing.T) {
 	s := newStack(t)
 	_, key := s.customer(500)

@@ -170,6 +170,12 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 		hdr.Set("RateLimit-Policy", q.PolicyHeader())
 		hdr.Set("RateLimit", q.Header(now))
 		if !q.Allowed {
+			// Refused for its rate, a key revoked on another process a moment ago (before
+			// this process heard of it) gets its 403 first, as the order of checks says.
+			if keyErr := s.keyError(r.Context(), hash); keyErr != nil {
+				s.writeError(w, r, keyErr)
+				return
+			}
 			hdr.Set("Retry-After", strconv.FormatInt(q.RetryAfter(now), 10))
 			httpx.WriteError(w, http.StatusTooManyRequests, httpx.CodeRateLimited,
 				"rate limit of "+strconv.Itoa(q.Limit)+" requests per minute exceeded; retry after the Retry-After seconds")
@@ -208,19 +214,29 @@ func dropBody(w http.ResponseWriter, r *http.Request) error {
 }
 
 // keyErrorFirst keeps the contract's order of checks exact for a key revoked on another
-// process a moment ago, before this process's key cache heard of it: before a 400, 404 or 405
-// is answered, the key is read again from the write model, and its 401/403 wins. (Data and
-// charges never depend on this: every charge re-checks the key under the account lock.)
+// process a moment ago, before this process's key cache heard of it: before any refusal of the
+// request itself (400, 404, 405, 413; a 429 is checked where it is written) is answered, the
+// key is read again from the write model, and its 401/403 wins. (Data and charges never depend
+// on this: every charge re-checks the key under the account lock, and so does a 402.)
 func (s *Server) keyErrorFirst(ctx context.Context, hash domain.KeyHash, err error) error {
-	var nf *notFoundError
-	var me *methodError
-	if !errors.As(err, &nf) && !errors.As(err, &me) && httpx.MapError(err).Status != http.StatusBadRequest {
+	switch status := errorStatus(err); {
+	case status < 400 || status >= 500, status == http.StatusPaymentRequired,
+		status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return err
 	}
-	if keyErr := s.Meter.Verify(ctx, hash); errors.Is(keyErr, domain.ErrKeyRevoked) || errors.Is(keyErr, domain.ErrInvalidKey) {
+	if keyErr := s.keyError(ctx, hash); keyErr != nil {
 		return keyErr
 	}
 	return err
+}
+
+// keyError is the 401/403 of a key read again from the write model, bypassing the cache; nil
+// when it is usable or cannot be read.
+func (s *Server) keyError(ctx context.Context, hash domain.KeyHash) error {
+	if err := s.Meter.Verify(ctx, hash); errors.Is(err, domain.ErrKeyRevoked) || errors.Is(err, domain.ErrInvalidKey) {
+		return err
+	}
+	return nil
 }
 
 // Error codes for catalog lookups; httpx.MapError covers the rest.
@@ -244,6 +260,19 @@ func (e *methodError) Error() string {
 
 func errPlaceNotFound(id string) error {
 	return &notFoundError{httpx.CodeNotFound, "place " + strconv.Quote(id) + " not found"}
+}
+
+// errorStatus is the status writeError answers err with.
+func errorStatus(err error) int {
+	var nf *notFoundError
+	var me *methodError
+	switch {
+	case errors.As(err, &nf):
+		return http.StatusNotFound
+	case errors.As(err, &me):
+		return http.StatusMethodNotAllowed
+	}
+	return httpx.MapError(err).Status
 }
 
 // writeError writes err as the error body. Catalog 404s carry their own code; everything
