@@ -233,6 +233,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 		if err := a.checkMarks(ctx, tx, scope); err != nil {
 			return Report{}, err
 		}
+		if err := a.checkClaimChunks(ctx, tx, scope); err != nil {
+			return Report{}, err
+		}
 	}
 	if a.auditsUsage() {
 		if err := a.orphans(ctx, tx); err != nil {

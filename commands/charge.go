@@ -657,7 +657,7 @@ type resourceHashes map[string]int64
 func (h resourceHashes) of(r string) int64 {
 	v, ok := h[r]
 	if !ok {
-		v = ResourceHash(r)
+		v = domain.ResourceHash(r)
 		h[r] = v
 	}
 	return v

@@ -3,7 +3,6 @@ package commands
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"slices"
 	"sync"
@@ -14,17 +13,6 @@ import (
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
-
-// ResourceHash is the key of a resource's dedup claim: the first 8 bytes of the SHA-256 of its
-// identity (domain.PlaceResource and friends), as a signed big-endian integer — the SQL
-// function kyapi_resource_hash computes the same. A claim is then 8 bytes whatever the
-// resource's identity (a parameterized list's is as long as its parameters). Two resources
-// of one account sharing a hash on one day (odds of about 1 in 10^10 even at a million claims a
-// day) would make the second one free: never a charge the client did not owe.
-func ResourceHash(resource string) int64 {
-	sum := sha256.Sum256([]byte(resource))
-	return int64(binary.BigEndian.Uint64(sum[:8]))
-}
 
 // Maintain does the periodic upkeep the write side needs: it creates the event-store partitions
 // the next appends will need, and deletes the claim chunks of the days before yesterday (UTC):
@@ -420,7 +408,7 @@ func readClaimRows(br pgx.BatchResults, chunks bool, days map[int32]string) (sav
 			return nil
 		}
 		for _, r := range f.Paid {
-			read[no] = append(read[no], ResourceHash(r))
+			read[no] = append(read[no], domain.ResourceHash(r))
 		}
 		return nil
 	})

@@ -577,7 +577,7 @@ func TestABusyAccountsClaimsAreSavedInChunksThatAFreshMeterReads(t *testing.T) {
 	// chunks rather than every charge of the day.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO claim_chunks (stream_no, day, through, position, hashes)
 		SELECT stream_no, '2026-11-23', $2, 0, int8send($3) FROM accounts WHERE account_id = $1`,
-		id, through-1, commands.ResourceHash(domain.PlaceResource("only-in-a-chunk"))); err != nil {
+		id, through-1, domain.ResourceHash(domain.PlaceResource("only-in-a-chunk"))); err != nil {
 		t.Fatal(err)
 	}
 	fresh := newStack(t, dbURL, clk)
@@ -588,7 +588,7 @@ func TestABusyAccountsClaimsAreSavedInChunksThatAFreshMeterReads(t *testing.T) {
 
 	// Maintenance keeps yesterday's and today's chunks.
 	if _, err := s.pool.Exec(ctx, `INSERT INTO claim_chunks (stream_no, day, through, position, hashes)
-		SELECT stream_no, d, 1, 0, '\x00' FROM accounts, unnest('{2026-11-21,2026-11-22}'::date[]) d WHERE account_id = $1`, id); err != nil {
+		SELECT stream_no, d, 1, 0, '' FROM accounts, unnest('{2026-11-21,2026-11-22}'::date[]) d WHERE account_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
 	if _, deleted, err := commands.Maintain(ctx, eventstore.New(s.pool), clk.Now()); err != nil || deleted != 1 {
@@ -602,15 +602,17 @@ func TestABusyAccountsClaimsAreSavedInChunksThatAFreshMeterReads(t *testing.T) {
 	if err != nil || fmt.Sprint(days) != "[2026-11-22 2026-11-23]" {
 		t.Fatalf("chunks of %v (%v); want yesterday's and today's", days, err)
 	}
-	// The claim planted in the chunk was never paid by a charge: the audit, which replays the
-	// once-a-day rule from the charges, names the request it served free, and nothing else.
+	// The claim planted in the chunk was never paid by a charge: the audit names the chunk that
+	// holds it and, replaying the once-a-day rule from the charges, the request it served free,
+	// and nothing else.
 	var out strings.Builder
 	rep, err := audit.Run(ctx, s.pool, audit.Options{Out: &out})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Differences) != 1 || !strings.Contains(rep.Differences[0], "place:only-in-a-chunk served free (deduplicated)") {
-		t.Fatalf("audit: %s; want the one request served free on the planted claim", out.String())
+	if d := strings.Join(rep.Differences, "\n"); len(rep.Differences) != 2 ||
+		!strings.Contains(d, "place:only-in-a-chunk served free (deduplicated)") || !strings.Contains(d, "holds 1 claim of no resource paid by then") {
+		t.Fatalf("audit: %s; want the planted claim's chunk and the one request served free on it", out.String())
 	}
 }
 
@@ -623,7 +625,7 @@ func TestTheGoAndSQLResourceHashesAgree(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT kyapi_resource_hash($1)`, r).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if want := commands.ResourceHash(r); got != want {
+		if want := domain.ResourceHash(r); got != want {
 			t.Fatalf("%q: SQL %d, Go %d", r, got, want)
 		}
 	}
