@@ -23,6 +23,9 @@ func TestAuditRefusesARangeThatCannotHoldAnEvent(t *testing.T) {
 			t.Errorf("kyapi %s: exit %d, want 2 naming the flags\n%s", strings.Join(args, " "), code, out)
 		}
 	}
+	if out, code, _ := runKyapi(t, vars, 2*time.Minute, "audit", "-workers", "-2"); code != 2 || !strings.Contains(out, "-workers") {
+		t.Errorf("kyapi audit -workers -2: exit %d, want 2 naming the flag\n%s", code, out)
+	}
 	if out, code, _ := runKyapi(t, vars, 2*time.Minute, "audit", "-from", "1", "-to", "1"); code != 0 {
 		t.Errorf("kyapi audit -from 1 -to 1 (one position) on a clean store: exit %d\n%s", code, out)
 	}
@@ -47,13 +50,14 @@ func TestAnAddressWithAnImpossiblePortStopsEveryCommandNamingIt(t *testing.T) {
 }
 
 // The admin API listens on its own address, never on the public one: READ_ADDR equal to
-// ADMIN_ADDR (or covering it, on every interface) is a configuration mistake named as such,
-// not "read API: ... address already in use", which points at another process.
+// ADMIN_ADDR (or covering it, on every interface, or naming it otherwise: localhost) is a
+// configuration mistake named as such, not "read API: ... address already in use", which
+// points at another process.
 func TestTheSameAddressForBothAPIsIsNamed(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	addr := freeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
-	for _, read := range []string{addr, ":" + port} {
+	for _, read := range []string{addr, ":" + port, "localhost:" + port} { // addr is 127.0.0.1's
 		out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": db, "READ_ADDR": read, "ADMIN_ADDR": addr}, 2*time.Minute, "serve")
 		if code == 0 || !strings.Contains(out, "READ_ADDR") || !strings.Contains(out, "ADMIN_ADDR") || strings.Contains(out, "already in use") {
 			t.Errorf("READ_ADDR=%s ADMIN_ADDR=%s kyapi serve: exit %d, want it refused naming both\n%s", read, addr, code, out)

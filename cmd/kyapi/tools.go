@@ -190,6 +190,8 @@ func runAudit(ctx context.Context, args []string) error {
 		return usageError(fs, "-from and -to are positions in the store: 0 or more (0: unbounded)")
 	case *to != 0 && *to < *from:
 		return usageError(fs, "-to %d is before -from %d: the range holds no event", *to, *from)
+	case *workers < 0:
+		return usageError(fs, "-workers must be 1 or more (0, the default: the number of CPUs), got %d", *workers)
 	}
 	var digest *audit.Digest
 	if *digestFile != "" {

@@ -246,9 +246,15 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}
 	}
 	log.WithField("duration_ms", time.Since(start).Milliseconds()).Info("projections ready")
+	// What the requests in flight need — the projections an import's answer waits for, the
+	// key-change notifications — runs until the servers have shut down, not only until the
+	// signal: a request still draining then would wait for read models no longer updated
+	// (an import committed, its answer held for nothing and then cut) or miss a revoke.
+	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLive()
 	runner := &projections.Runner{Pool: pool, Projections: ps, Log: log}
 	store.OnAppend = runner.Wake
-	if err := runner.Start(ctx); err != nil {
+	if err := runner.Start(live); err != nil {
 		return err
 	}
 	defer runner.Close()
@@ -265,7 +271,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		defer meter.Close()
 		mets.WatchMeter(meter.ClaimsHeld, meter.ClaimsForgotten, meter.AccountsHeld)
 		go watchClaims(ctx, meter, cfg.MeterMaxClaims, log)
-		go meter.Keys().Listen(ctx, func(err error) {
+		go meter.Keys().Listen(live, func(err error) {
 			log.WithError(err).Warn("lost the key-change notifications; reconnecting (cached keys are dropped)")
 		})
 	}

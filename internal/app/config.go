@@ -136,7 +136,8 @@ func checkListenAddrs(cfg Config) error {
 }
 
 // overlap reports whether two listen addresses (checked host:port) take the same port on a
-// common interface: the same host, or either one every interface. Port 0 takes any free port.
+// common interface: the same host, hosts naming a common address (localhost and 127.0.0.1), or
+// either one every interface. Port 0 takes any free port.
 func overlap(a, b string) bool {
 	ha, pa, _ := net.SplitHostPort(a)
 	hb, pb, _ := net.SplitHostPort(b)
@@ -145,7 +146,22 @@ func overlap(a, b string) bool {
 	if na == 0 || na != nb {
 		return false
 	}
-	return ha == hb || WildcardHost(ha) || WildcardHost(hb)
+	if ha == hb || WildcardHost(ha) || WildcardHost(hb) {
+		return true
+	}
+	ipsA, errA := net.LookupIP(ha)
+	ipsB, errB := net.LookupIP(hb)
+	if errA != nil || errB != nil {
+		return false // listening on it fails, naming the host
+	}
+	for _, x := range ipsA {
+		for _, y := range ipsB {
+			if x.Equal(y) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // WildcardHost reports whether a listen address's host is every interface ("", 0.0.0.0, ::).

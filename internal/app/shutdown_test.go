@@ -304,3 +304,45 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// An import in flight when SIGTERM comes is answered once the read models hold it, as any
+// import is (docs/api.md, "Catalog import"): the projections it waits for run until the
+// servers have shut down, not only until the signal.
+func TestAnImportInFlightAtShutdownIsAnsweredOnceTheReadModelsHoldIt(t *testing.T) {
+	setShutdownWait(t, time.Hour) // the import ends only when the test lets it
+	s := startShutdownServe(t)
+	town := `{"record":"town","slug":"berea","name":"Berea"}` + "\n"
+	if r := s.admin(http.MethodPost, "/admin/catalog/import", town+`{"record":"place","place_id":"plc_a","name":"Before","category":"food","town_slug":"berea"}`); r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("first import: %+v", r)
+	}
+	lock, err := s.db.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lock.Rollback(context.Background()) })
+	if _, err := lock.Exec(context.Background(), `SELECT 1 FROM streams WHERE stream_id = 'place-plc_a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan adminAnswer, 1)
+	go func() {
+		answer <- s.admin(http.MethodPost, "/admin/catalog/import", `{"record":"place","place_id":"plc_a","name":"After","category":"food","town_slug":"berea"}`)
+	}()
+	s.waitForLockWaiter(t)
+
+	s.stop()
+	eventually(t, "the read API refuses connections", func() bool { return refuses(s.addrs["read"]) })
+	if err := lock.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answer
+	var name string
+	if err := s.db.QueryRow(context.Background(), `SELECT name FROM rm_places WHERE place_id = 'plc_a'`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if r.err != nil || r.status != http.StatusOK || name != "After" {
+		t.Fatalf("the import in flight at shutdown: %+v; the catalog holds %q when it is answered, want 200 and \"After\"", r, name)
+	}
+	if err := s.wait(t); err != nil {
+		t.Fatalf("serve stopped by its context returned %v", err)
+	}
+}
