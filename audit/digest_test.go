@@ -546,3 +546,35 @@ func TestADigestWaitsForTheNewestAppendInFlight(t *testing.T) {
 		t.Errorf("untouched store: %s", out)
 	}
 }
+
+// An account event appended after a digest but dated well before it was taken rewrites the
+// time the digest closed (balance-at, statements of that period), though every event the
+// digest covers is untouched: the check against the digest names it. An honest event after
+// the digest, recorded when it happens, is no difference.
+func TestAnEventAppendedAfterADigestButDatedBeforeItIsNamed(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	w := newWorld(t, pool, 3) // charges recorded at noon
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := audit.TakeDigest(ctx, pool, key, noon.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.charge(t, "after-the-digest") // honest, though its clock (noon) is behind: the world's is fixed
+	if rep, err := audit.VerifyDigest(ctx, pool, d, 2); err != nil || len(rep.Differences) == 0 ||
+		!strings.Contains(strings.Join(rep.Differences, "\n"), "back-dated") {
+		t.Fatalf("a charge recorded an hour before the digest, appended after it: %v %v", rep.Differences, err)
+	}
+
+	// The same store, a digest taken when the charges happened: nothing back-dated.
+	d, err = audit.TakeDigest(ctx, pool, key, noon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.charge(t, "after-the-second-digest")
+	if rep, err := audit.VerifyDigest(ctx, pool, d, 2); err != nil || len(rep.Differences) != 0 {
+		t.Fatalf("an honest charge after the digest: %v %v", rep.Differences, err)
+	}
+}

@@ -8,11 +8,13 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/archive"
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 )
 
@@ -158,6 +160,9 @@ handOut:
 		differ("stream %s: missing: the digest covers versions 1 to %d, the store holds none of them at or below position %d",
 			h.Stream, h.Version, d.Position)
 	}
+	if err := checkBackdated(ctx, tx, d, ids, want, differ); err != nil {
+		return rep, err
+	}
 	rep.Events = events
 	rep.Differences = diffs
 	sort.Strings(rep.Differences)
@@ -300,5 +305,50 @@ func verifyRange(ctx context.Context, q eventstore.Querier, position int64, r [2
 	mu.Lock()
 	*events += n
 	mu.Unlock()
+	return err
+}
+
+// backdateTolerance is how much earlier than a digest's taken_at an honest account event after
+// it may be recorded: a charge batch reads its clock before it gets a connection (at most
+// 10 s), an admin command before its transaction begins, and processes' clocks differ a little.
+// Taking a digest waits for every transaction running when it started, so no honest event
+// after it is older than that.
+const backdateTolerance = time.Minute
+
+// checkBackdated reads, for every account stream, its first event after the digest (after the
+// head the digest holds, or the stream's first for one it does not hold): recorded more than
+// backdateTolerance before the digest was taken, it was appended after the digest into the
+// time the digest closed, rewriting balance-at and statements of that time. Within a stream
+// time never goes backwards, so the first such event is the earliest.
+func checkBackdated(ctx context.Context, tx pgx.Tx, d Digest, ids map[int32]string, want map[string]digestHead,
+	differ func(string, ...any)) error {
+	var nos []int32
+	var after []int64
+	for no, id := range ids {
+		if domain.AccountOfStream(id) == "" {
+			continue
+		}
+		nos, after = append(nos, no), append(after, want[id].version)
+	}
+	if len(nos) == 0 {
+		return nil
+	}
+	limit := d.TakenAt.Add(-backdateTolerance)
+	rows, err := tx.Query(ctx, `SELECT u.no, e.version, e.position, e.recorded_at
+		FROM unnest($1::int[], $2::bigint[]) AS u(no, after)
+		CROSS JOIN LATERAL (SELECT version, position, recorded_at FROM events e
+			WHERE e.stream_no = u.no AND e.version > u.after ORDER BY e.version LIMIT 1) e
+		WHERE e.position > $3 AND e.recorded_at < $4`, nos, after, d.Position, limit)
+	if err != nil {
+		return err
+	}
+	var no int32
+	var version, position int64
+	var at time.Time
+	_, err = pgx.ForEachRow(rows, []any{&no, &version, &position, &at}, func() error {
+		differ("stream %s v%d (position %d): back-dated: recorded at %s, after the digest's position %d but %s before it was taken (%s): history the digest closed (balance-at, statements) was changed after it",
+			ids[no], version, position, at.UTC().Format(time.RFC3339Nano), d.Position, d.TakenAt.Sub(at).Round(time.Second), d.TakenAt.UTC().Format(time.RFC3339Nano))
+		return nil
+	})
 	return err
 }
