@@ -23,7 +23,11 @@ import (
 )
 
 // DigestFormat names the digest document's format (docs/operations.md, "Auditor's guide").
-const DigestFormat = "kyapi-digest/1"
+// Format 2 adds Legacy; a digest of format 1 (taken before it) still verifies, without it.
+const (
+	DigestFormat   = "kyapi-digest/2"
+	digestFormatV1 = "kyapi-digest/1"
+)
 
 // Digest is a signed statement of what the store held: every stream's head (version and hash
 // of its newest event) as of Position, folded into one Merkle root. Every event at or below
@@ -42,6 +46,11 @@ type Digest struct {
 	PublicKey string       `json:"public_key"`
 	Signature string       `json:"signature"`
 	Heads     []DigestHead `json:"heads"`
+	// Legacy (hex SHA-256, format 2) covers the archive boundaries trusted without their last
+	// event (legacy_boundaries, fixed since migration 0028; legacyRoot): a boundary passed off
+	// as one of them afterwards (by a superuser with the triggers off) could carry any
+	// balance, which no head's hash covers.
+	Legacy string `json:"legacy,omitempty"`
 }
 
 // DigestHead is one stream's head in a digest.
@@ -54,8 +63,36 @@ type DigestHead struct {
 // SignedMessage is what the signature covers: every field but the heads, which the root
 // covers, and the key itself.
 func (d Digest) SignedMessage() []byte {
-	return fmt.Appendf(nil, "%s\ntaken_at %s\nposition %d\nstreams %d\nevents %d\nroot %s\n",
+	m := fmt.Appendf(nil, "%s\ntaken_at %s\nposition %d\nstreams %d\nevents %d\nroot %s\n",
 		d.Format, d.TakenAt.UTC().Format(time.RFC3339Nano), d.Position, d.Streams, d.Events, d.Root)
+	if d.Format != digestFormatV1 {
+		m = fmt.Appendf(m, "legacy %s\n", d.Legacy)
+	}
+	return m
+}
+
+// legacyRoot is SHA-256 over the legacy boundaries in stream id and version order, each as
+// uint32 length of the stream id ‖ stream id ‖ uint64 version ‖ its chain hash (a stream
+// number with no row in streams stands as "#N").
+func legacyRoot(ctx context.Context, q eventstore.Querier) (string, error) {
+	rows, err := q.Query(ctx, `SELECT coalesce(s.stream_id, '#' || l.stream_no), l.version, l.hash
+		FROM legacy_boundaries l LEFT JOIN streams s USING (stream_no)
+		ORDER BY coalesce(s.stream_id, '#' || l.stream_no) COLLATE "C", l.version`)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	var id string
+	var version int64
+	var hash []byte
+	_, err = pgx.ForEachRow(rows, []any{&id, &version, &hash}, func() error {
+		b := binary.BigEndian.AppendUint32(nil, uint32(len(id)))
+		b = append(b, id...)
+		b = binary.BigEndian.AppendUint64(b, uint64(version))
+		h.Write(append(b, hash...))
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // MerkleRoot folds stream heads into one hash, as RFC 6962 (Certificate Transparency) does
@@ -126,6 +163,10 @@ func TakeDigest(ctx context.Context, pool *pgxpool.Pool, key ed25519.PrivateKey,
 	d.Position = position
 	leaves := [][32]byte{}
 	err = eventstore.ReadSnapshot(ctx, pool, func(tx pgx.Tx) error {
+		var err error
+		if d.Legacy, err = legacyRoot(ctx, tx); err != nil {
+			return err
+		}
 		return eventstore.HeadsAt(ctx, tx, position, func(h eventstore.Head) error {
 			d.Heads = append(d.Heads, DigestHead{Stream: h.ID, Version: h.Version, Hash: hex.EncodeToString(h.Hash[:])})
 			d.Events += h.Version
@@ -148,8 +189,8 @@ func TakeDigest(ctx context.Context, pool *pgxpool.Pool, key ed25519.PrivateKey,
 // root, and that it is signed by its public key — and by trusted, when given (the key the
 // operator published; without it, anyone could sign a digest of their own).
 func CheckDigest(d Digest, trusted ed25519.PublicKey) error {
-	if d.Format != DigestFormat {
-		return fmt.Errorf("digest: format %q, want %q", d.Format, DigestFormat)
+	if d.Format != DigestFormat && d.Format != digestFormatV1 {
+		return fmt.Errorf("digest: format %q, want %q (or %q)", d.Format, DigestFormat, digestFormatV1)
 	}
 	pub, err := hex.DecodeString(d.PublicKey)
 	if err != nil || len(pub) != ed25519.PublicKeySize {

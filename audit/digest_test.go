@@ -578,3 +578,29 @@ func TestAnEventAppendedAfterADigestButDatedBeforeItIsNamed(t *testing.T) {
 		t.Fatalf("an honest charge after the digest: %v %v", rep.Differences, err)
 	}
 }
+
+// A digest of format 1, taken before digests signed the legacy boundaries, still checks and
+// verifies: what it signs is read as it was signed.
+func TestADigestOfFormat1StillVerifies(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	newWorld(t, pool, 3)
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := audit.TakeDigest(ctx, pool, key, noon)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Format, d.Legacy = "kyapi-digest/1", ""
+	d.Signature = hex.EncodeToString(ed25519.Sign(key, d.SignedMessage()))
+	if !strings.HasSuffix(string(d.SignedMessage()), "root "+d.Root+"\n") {
+		t.Fatalf("format 1 signs %q", d.SignedMessage())
+	}
+	if err := audit.CheckDigest(d, key.Public().(ed25519.PublicKey)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := audit.VerifyDigest(ctx, pool, d, 2); err != nil || len(rep.Differences) != 0 {
+		t.Fatalf("%v %v", rep.Differences, err)
+	}
+}

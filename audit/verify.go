@@ -163,6 +163,16 @@ handOut:
 	if err := checkBackdated(ctx, tx, d, ids, want, differ); err != nil {
 		return rep, err
 	}
+	if d.Format != digestFormatV1 {
+		legacy, err := legacyRoot(ctx, tx)
+		if err != nil {
+			return rep, err
+		}
+		if legacy != d.Legacy {
+			differ("legacy boundaries: the archive boundaries trusted without their last archived event fold into %s…, the digest signed %.16s…: one was added (or changed) since, which lets its boundary carry any balance",
+				legacy[:16], d.Legacy)
+		}
+	}
 	rep.Events = events
 	rep.Differences = diffs
 	sort.Strings(rep.Differences)
