@@ -446,12 +446,14 @@ func (h Accounts) Purchase(ctx context.Context, accountID string, amountCents in
 		return PurchaseResult{}, err
 	}
 	var res PurchaseResult
-	now := h.now()
 	err := h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		a, err := lockAccount(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}
+		// The purchase is recorded at the instant it is decided, once it holds the account:
+		// a wait for the row (another transaction holding it) does not date it back.
+		now := h.now()
 		// Under the account lock a same-account replay cannot race; a cross-account reuse
 		// races only with itself and loses on the primary key.
 		var prevAccount string

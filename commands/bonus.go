@@ -233,9 +233,8 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	if err != nil {
 		return false, false, err
 	}
-	now := h.now()
 	if len(ids) == 0 {
-		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, now)
+		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, h.now())
 		return true, false, err
 	}
 	// Lock the chunk's accounts in account-id order (as charge batches do), then read their
@@ -273,6 +272,8 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	if err != nil {
 		return false, false, err
 	}
+	// Recorded once the chunk holds its accounts: a wait for a row does not date the bonus back.
+	now := h.now()
 	var b eventstore.Batch
 	for _, a := range accounts {
 		if _, err := b.Add(heads[a.no], now, eventstore.NewEvent{Type: domain.EventBonusGranted, Metadata: meta,

@@ -18,12 +18,12 @@ func (h Accounts) SetRateLimit(ctx context.Context, accountID string, perMinute 
 	if err := domain.ValidateRateLimit(perMinute); err != nil {
 		return err
 	}
-	now := h.now()
 	return h.keysChanged(accountID, h.Store.WithTx(ctx, func(tx pgx.Tx) error {
 		a, err := lockAccount(ctx, tx, accountID)
 		if err != nil {
 			return err
 		}
+		now := h.now() // once it holds the account, as every account command
 		if _, err := tx.Exec(ctx, `UPDATE accounts SET rate_limit_per_minute = $2 WHERE account_id = $1`, accountID, perMinute); err != nil {
 			return err
 		}

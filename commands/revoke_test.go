@@ -193,3 +193,43 @@ func waitForTheAccountRow[T any](t *testing.T, o stack, answered <-chan T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// Every account command is recorded at the instant it holds the account, not when it was
+// asked: a purchase or a rate limit that waited for the account's row (an operator's open
+// transaction, a hung command) is dated when it got it. Dated when it was asked, it would
+// land after a digest taken meanwhile yet carry a time before it, and a bonus the same.
+func TestAnAccountCommandThatWaitedForItsRowIsDatedWhenItGotIt(t *testing.T) {
+	dbURL, clk := pgtest.NewDatabase(t), &clock{now: noon}
+	s := newStack(t, dbURL, clk)
+	o := newStack(t, dbURL, clk) // holds the row and watches the locks, on connections of its own
+	accountID, _ := fundedAccount(t, s, 500)
+	perMinute := int64(5)
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"purchase", func() error {
+			_, err := s.accounts.Purchase(ctx, accountID, 500, "pay-after-a-wait", eventstore.Metadata{})
+			return err
+		}},
+		{"rate limit", func() error { return s.accounts.SetRateLimit(ctx, accountID, &perMinute, eventstore.Metadata{}) }},
+	} {
+		release := holdAccount(t, o, accountID)
+		done := make(chan error, 1)
+		go func() { done <- c.run() }()
+		waitForTheAccountRow(t, o, done)
+		clk.Advance(time.Hour) // the wait
+		got := clk.Now()
+		release()
+		if err := <-done; err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		var at time.Time
+		if err := s.pool.QueryRow(ctx, `SELECT head_at FROM streams WHERE stream_id = $1`, domain.AccountStream(accountID)).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		if !at.Equal(got) {
+			t.Errorf("%s that got its account's row at %s is recorded at %s", c.name, got, at)
+		}
+	}
+}
