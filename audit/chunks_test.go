@@ -2,11 +2,18 @@ package audit_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/kyapi/kyapi/archive"
 	"github.com/kyapi/kyapi/audit"
+	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/projections"
 )
 
 // The saved dedup claims (claim_chunks) are what a meter starting on an account reads instead
@@ -48,5 +55,72 @@ func TestTheAuditFindsEditedClaimChunks(t *testing.T) {
 				t.Fatalf("want a difference saying %q, got:\n%s", c.want, out)
 			}
 		})
+	}
+}
+
+// An honest store whose database runs under DateStyle 'SQL, MDY' (supported:
+// TestAnAuditUnderAnotherDateStyleIsClean) and holds a claim chunk audits clean.
+func TestClaimChunksAuditCleanUnderAnotherDateStyle(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET datestyle = ''SQL, MDY''', current_database()); END $$`); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset()
+	w := newWorld(t, pool, 0)
+	for i := range 250 {
+		w.charge(t, fmt.Sprint("p", i))
+	}
+	var chunks int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM claim_chunks`).Scan(&chunks); err != nil || chunks == 0 {
+		t.Fatalf("setup: %d chunks, %v", chunks, err)
+	}
+	catchUp(t, pool)
+	rep, err := audit.Run(ctx, pool, audit.Options{})
+	if err != nil || len(rep.Differences) != 0 {
+		t.Fatalf("honest store under DateStyle SQL, MDY: %v %v", err, rep.Differences)
+	}
+}
+
+// kyapi archive may archive a day's events from the day after next (before yesterday), while
+// that day's claim chunks are still there until a serve's maintenance deletes them (every
+// minute, only while a serve runs). The honest store audits clean.
+func TestClaimChunksOfAnArchivedDayAuditClean(t *testing.T) {
+	s := newArchivedStore(t) // day 2026-03-02
+	meter := commands.NewMeter(eventstore.New(s.pool), s.now, commands.MeterOptions{})
+	defer meter.Close()
+	caller, err := meter.Authenticate(ctx, s.hash1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 250 {
+		if _, err := meter.Charge(ctx, commands.ChargeRequest{Caller: caller, Operation: domain.OpPlaceDetail,
+			Resources: []string{domain.PlaceResource(fmt.Sprint("p", i))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.fill(t, 1000)
+	var chunks int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM claim_chunks`).Scan(&chunks); err != nil || chunks == 0 {
+		t.Fatalf("setup: %d chunks, %v", chunks, err)
+	}
+	s.catchUp(t)
+	if out := s.audit(t, audit.Options{}); out != "" {
+		t.Fatalf("before the archive: %s", out)
+	}
+	parts, err := eventstore.Partitions(ctx, s.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range projections.SQLAppliers(time.Now) {
+		names = append(names, a.Name())
+	}
+	// 30 s after midnight of the day after next: the 2nd is before yesterday (the 3rd).
+	if _, err := archive.Archive(ctx, s.pool, archive.Options{Before: parts[0].To, File: filepath.Join(t.TempDir(), "a.jsonl.gz"),
+		Now: time.Date(2026, 3, 4, 0, 0, 30, 0, time.UTC), Projections: names}); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.audit(t, audit.Options{}); out != "" {
+		t.Fatalf("after an honest archive: %s", out)
 	}
 }
