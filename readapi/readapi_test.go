@@ -330,10 +330,9 @@ func TestAKeyRevokedBehindTheCachesBackIs403BeforeA429OrA413(t *testing.T) {
 	if err := s.accounts.SetRateLimit(ctx, account, &perMinute, eventstore.Metadata{}); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
+	for range 2 { // cached, and its limit used up
 		s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusNotFound, "not_found")
 	}
-	s.get(key, "/api/data/towns").expectError(t, http.StatusTooManyRequests, "rate_limited") // cached, and limited
 	// The revoke's notification has not arrived: the row changes without one.
 	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET state = 'revoked' WHERE account_id = $1`, account); err != nil {
 		t.Fatal(err)
@@ -357,6 +356,34 @@ func TestAKeyRevokedBehindTheCachesBackIs403BeforeA429OrA413(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a revoked key with a 65 KiB body: %d, want 403", resp.StatusCode)
+	}
+}
+
+// A flood of requests over their limit costs the database a read of the key per second at
+// most, not one per refusal: the limit is there to spare it.
+func TestAFloodOfRefusalsReadsTheKeyAtMostOnceASecond(t *testing.T) {
+	s := newStack(t)
+	listenCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go s.meter.Keys().Listen(listenCtx, nil) // keys are served from the cache
+	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the key listener did not connect")
+		}
+	}
+	account, key := s.customer(500)
+	one := int64(1)
+	if err := s.accounts.SetRateLimit(ctx, account, &one, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	s.get(key, "/api/data/places/no-such-place").expectError(t, http.StatusNotFound, "not_found")
+	start, before := time.Now(), s.pool.Stat().AcquireCount()
+	for range 200 {
+		s.get(key, "/api/data/towns").expectError(t, http.StatusTooManyRequests, "rate_limited")
+	}
+	reads := s.pool.Stat().AcquireCount() - before
+	if most := int64(time.Since(start)/time.Second) + 2; reads > most {
+		t.Fatalf("200 refusals in %v took %d database connections, want at most %d (one a second)", time.Since(start), reads, most)
 	}
 }
 

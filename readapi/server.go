@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -59,7 +60,8 @@ func (s *Server) Handler() http.Handler {
 	if limiter == nil {
 		limiter = ratelimit.NewLocal()
 	}
-	data := func(params []string, h dataHandler) http.Handler { return s.authorized(limiter, params, h) }
+	rechecks := &rateRechecks{last: map[domain.KeyHash]recheck{}}
+	data := func(params []string, h dataHandler) http.Handler { return s.authorized(limiter, rechecks, params, h) }
 
 	// Paths are routed as sent: not decoded first (an encoded '/' in a place id would choose
 	// another route: a%2Fmenu the menu of a), and not cleaned with a redirect before
@@ -144,7 +146,7 @@ type dataHandler func(w http.ResponseWriter, r *http.Request, c caller) error
 // authorized runs the checks every data route shares, in the contract's order:
 // authentication (401/403), the per-key rate limit (429), the length of every parameter the
 // route reads (400); then the handler, whose errors (400, 404, 402, 5xx) it writes.
-func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHandler) http.Handler {
+func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, params []string, h dataHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key, err := domain.ParseAuthorization(r.Header.Get("Authorization"))
 		if err != nil {
@@ -172,7 +174,7 @@ func (s *Server) authorized(limiter ratelimit.Limiter, params []string, h dataHa
 		if !q.Allowed {
 			// Refused for its rate, a key revoked on another process a moment ago (before
 			// this process heard of it) gets its 403 first, as the order of checks says.
-			if keyErr := s.keyError(r.Context(), hash); keyErr != nil {
+			if keyErr := rechecks.keyError(r.Context(), s, hash); keyErr != nil {
 				s.writeError(w, r, keyErr)
 				return
 			}
@@ -227,6 +229,47 @@ func (s *Server) keyErrorFirst(ctx context.Context, hash domain.KeyHash, err err
 	if keyErr := s.keyError(ctx, hash); keyErr != nil {
 		return keyErr
 	}
+	return err
+}
+
+// rateRecheckEvery is how often a key refused for its rate is read again (rateRechecks).
+const rateRecheckEvery = time.Second
+
+// rateRechecks reads a key refused for its rate again from the write model at most once per
+// rateRecheckEvery, and shares what it read with the key's other refusals meanwhile: a flood
+// of requests over their limit costs the database a read per key and second, not one per
+// request, which is what the limit is there to spare it. A key revoked on another process a
+// moment ago may so be answered 429 rather than 403 for up to that second (refused either way).
+type rateRechecks struct {
+	mu   sync.Mutex
+	last map[domain.KeyHash]recheck
+}
+
+type recheck struct {
+	at  time.Time
+	err error
+}
+
+func (c *rateRechecks) keyError(ctx context.Context, s *Server, hash domain.KeyHash) error {
+	now := time.Now()
+	c.mu.Lock()
+	if r, ok := c.last[hash]; ok && now.Sub(r.at) < rateRecheckEvery {
+		c.mu.Unlock()
+		return r.err
+	}
+	if len(c.last) >= 10_000 { // keys not refused lately are forgotten
+		for h, r := range c.last {
+			if now.Sub(r.at) >= rateRecheckEvery {
+				delete(c.last, h)
+			}
+		}
+	}
+	c.last[hash] = recheck{at: now} // the key's refusals meanwhile take it as it was cached
+	c.mu.Unlock()
+	err := s.keyError(ctx, hash)
+	c.mu.Lock()
+	c.last[hash] = recheck{at: now, err: err}
+	c.mu.Unlock()
 	return err
 }
 
