@@ -136,8 +136,8 @@ func checkListenAddrs(cfg Config) error {
 }
 
 // overlap reports whether two listen addresses (checked host:port) take the same port on a
-// common interface: the same host, hosts naming a common address (localhost and 127.0.0.1), or
-// either one every interface. Port 0 takes any free port.
+// common interface: the same host, hosts listened on at the same address (localhost and
+// 127.0.0.1), or either one every interface. Port 0 takes any free port.
 func overlap(a, b string) bool {
 	ha, pa, _ := net.SplitHostPort(a)
 	hb, pb, _ := net.SplitHostPort(b)
@@ -149,19 +149,13 @@ func overlap(a, b string) bool {
 	if ha == hb || WildcardHost(ha) || WildcardHost(hb) {
 		return true
 	}
-	ipsA, errA := net.LookupIP(ha)
-	ipsB, errB := net.LookupIP(hb)
+	// A host name is listened on at one of its addresses, the one ResolveTCPAddr picks.
+	ra, errA := net.ResolveTCPAddr("tcp", a)
+	rb, errB := net.ResolveTCPAddr("tcp", b)
 	if errA != nil || errB != nil {
 		return false // listening on it fails, naming the host
 	}
-	for _, x := range ipsA {
-		for _, y := range ipsB {
-			if x.Equal(y) {
-				return true
-			}
-		}
-	}
-	return false
+	return ra.IP.Equal(rb.IP)
 }
 
 // WildcardHost reports whether a listen address's host is every interface ("", 0.0.0.0, ::).
