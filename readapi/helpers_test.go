@@ -116,6 +116,20 @@ func newEmptyStack(t *testing.T) (*stack, *eventstore.Store, *bleveindex.Index) 
 	return s, store, index
 }
 
+// listenForKeys runs the meter's key-change listener, as a serving process does, until the
+// test ends: keys are then served from the cache, which notifications keep current.
+func (s *stack) listenForKeys() {
+	s.t.Helper()
+	listenCtx, stop := context.WithCancel(ctx)
+	s.t.Cleanup(stop)
+	go s.meter.Keys().Listen(listenCtx, nil)
+	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.t.Fatal("the key listener did not connect")
+		}
+	}
+}
+
 // withLimiter is another read API server over the same database, index and clock, counting
 // requests with l: a second process, as far as rate limits go.
 func (s *stack) withLimiter(l ratelimit.Limiter) *stack {

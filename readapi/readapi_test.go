@@ -1,7 +1,6 @@
 package readapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -286,14 +285,7 @@ func TestARevokedKeyIs403RevokedAPIKey(t *testing.T) {
 // contract's order of checks puts the key first.
 func TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404(t *testing.T) {
 	s := newStack(t)
-	listenCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go s.meter.Keys().Listen(listenCtx, nil)
-	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the key listener did not connect")
-		}
-	}
+	s.listenForKeys()
 	account, key := s.customer(500)
 	rows, _ := s.get(key, "/api/data/places?limit=2").rows(t) // authenticated, and now cached
 	if len(rows) != 2 {
@@ -317,14 +309,7 @@ func TestAKeyRevokedBehindTheCachesBackIs403BeforeA400OrA404(t *testing.T) {
 // rate limit, then parameters).
 func TestAKeyRevokedBehindTheCachesBackIs403BeforeA429OrA413(t *testing.T) {
 	s := newStack(t)
-	listenCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go s.meter.Keys().Listen(listenCtx, nil)
-	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the key listener did not connect")
-		}
-	}
+	s.listenForKeys()
 	account, key := s.customer(500)
 	perMinute := int64(2)
 	if err := s.accounts.SetRateLimit(ctx, account, &perMinute, eventstore.Metadata{}); err != nil {
@@ -363,14 +348,7 @@ func TestAKeyRevokedBehindTheCachesBackIs403BeforeA429OrA413(t *testing.T) {
 // most, not one per refusal: the limit is there to spare it.
 func TestAFloodOfRefusalsReadsTheKeyAtMostOnceASecond(t *testing.T) {
 	s := newStack(t)
-	listenCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	go s.meter.Keys().Listen(listenCtx, nil) // keys are served from the cache
-	for deadline := time.Now().Add(30 * time.Second); !s.meter.Keys().Listening(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the key listener did not connect")
-		}
-	}
+	s.listenForKeys()
 	account, key := s.customer(500)
 	one := int64(1)
 	if err := s.accounts.SetRateLimit(ctx, account, &one, eventstore.Metadata{}); err != nil {
