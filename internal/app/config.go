@@ -139,23 +139,14 @@ func checkListenAddrs(cfg Config) error {
 // common interface: the same host, hosts listened on at the same address (localhost and
 // 127.0.0.1), or either one every interface. Port 0 takes any free port.
 func overlap(a, b string) bool {
-	ha, pa, _ := net.SplitHostPort(a)
-	hb, pb, _ := net.SplitHostPort(b)
-	na, _ := net.LookupPort("tcp", pa)
-	nb, _ := net.LookupPort("tcp", pb)
-	if na == 0 || na != nb {
-		return false
-	}
-	if ha == hb || WildcardHost(ha) || WildcardHost(hb) {
-		return true
-	}
 	// A host name is listened on at one of its addresses, the one ResolveTCPAddr picks.
 	ra, errA := net.ResolveTCPAddr("tcp", a)
 	rb, errB := net.ResolveTCPAddr("tcp", b)
-	if errA != nil || errB != nil {
-		return false // listening on it fails, naming the host
+	if errA != nil || errB != nil || ra.Port == 0 || ra.Port != rb.Port {
+		return false // an address that does not resolve fails at listening, naming its host
 	}
-	return ra.IP.Equal(rb.IP)
+	every := func(ip net.IP) bool { return ip == nil || ip.IsUnspecified() }
+	return every(ra.IP) || every(rb.IP) || ra.IP.Equal(rb.IP)
 }
 
 // WildcardHost reports whether a listen address's host is every interface ("", 0.0.0.0, ::).

@@ -273,26 +273,7 @@ func newRequestID() string {
 func AccessLog(logger *logrus.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			rec := &statusRecorder{ResponseWriter: w}
-			defer func() {
-				if p := recover(); p != nil {
-					if p == http.ErrAbortHandler { // net/http's own way to cut an answer short
-						logRequest(logger, r, routeTemplate(r), rec.Status(), start)
-						panic(p)
-					}
-					logger.WithFields(logrus.Fields{"request_id": RequestIDFrom(r.Context()), "panic": fmt.Sprint(p), "stack": string(debug.Stack())}).
-						Error("request handler panicked")
-					if rec.status != 0 {
-						// Its answer had begun: cut it, so the client sees it incomplete.
-						logRequest(logger, r, routeTemplate(r), http.StatusInternalServerError, start)
-						panic(http.ErrAbortHandler)
-					}
-					WriteError(rec, http.StatusInternalServerError, CodeInternal, "internal error")
-				}
-				logRequest(logger, r, routeTemplate(r), rec.Status(), start)
-			}()
-			next.ServeHTTP(rec, r)
+			serveLogged(logger, routeTemplate, next, w, r)
 		})
 	}
 }
@@ -301,11 +282,34 @@ func AccessLog(logger *logrus.Logger) func(http.Handler) http.Handler {
 // template. It gives the request its id too.
 func LogAs(logger *logrus.Logger, route string, next http.Handler) http.Handler {
 	return RequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w}
-		defer func() { logRequest(logger, r, route, rec.Status(), start) }()
-		next.ServeHTTP(rec, r)
+		serveLogged(logger, func(*http.Request) string { return route }, next, w, r)
 	}))
+}
+
+// serveLogged serves r with next and writes its access-log line, under the template route
+// gives; a panic of next is answered and logged as AccessLog says.
+func serveLogged(logger *logrus.Logger, route func(*http.Request) string, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w}
+	defer func() {
+		p := recover()
+		if p != nil && p != http.ErrAbortHandler { // ErrAbortHandler: net/http's own way to cut an answer short
+			logger.WithFields(logrus.Fields{"request_id": RequestIDFrom(r.Context()), "panic": fmt.Sprint(p), "stack": string(debug.Stack())}).
+				Error("request handler panicked")
+			if rec.status == 0 {
+				WriteError(rec, http.StatusInternalServerError, CodeInternal, "internal error")
+				p = nil
+			} else {
+				// Its answer had begun: cut it, so the client sees it incomplete.
+				rec.status, p = http.StatusInternalServerError, http.ErrAbortHandler
+			}
+		}
+		logRequest(logger, r, route(r), rec.Status(), start)
+		if p != nil {
+			panic(p)
+		}
+	}()
+	next.ServeHTTP(rec, r)
 }
 
 // logRequest writes the access-log line of r.
