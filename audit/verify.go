@@ -320,7 +320,7 @@ func verifyRange(ctx context.Context, q eventstore.Querier, position int64, r [2
 
 // backdateTolerance is how much earlier than a digest's taken_at an honest account event after
 // it may be recorded: a charge batch reads its clock before it gets a connection (at most
-// 10 s), an admin command before its transaction begins, and processes' clocks differ a little.
+// 10 s), an account command once it holds the account, and processes' clocks differ a little.
 // Taking a digest waits for every transaction running when it started, so no honest event
 // after it is older than that.
 const backdateTolerance = time.Minute
