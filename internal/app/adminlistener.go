@@ -14,12 +14,13 @@ import (
 // /console/, and the admin API for everything else. Only the admin API and the console ask
 // for the admin token; /metrics does not (docs/operations.md, "Console and metrics").
 // The two routes outside the admin API's and the console's routers get their access-log line
-// here.
+// and their count in the request metrics here.
 func adminListener(api, console http.Handler, m *metrics.Metrics, log *logrus.Logger) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", httpx.LogAs(log, "/metrics", m.ObserveRoute("admin", "/metrics", m.Handler())))
 	mux.Handle("/console/", m.Observe("console", console))
-	mux.Handle("/console", httpx.LogAs(log, "/console", http.RedirectHandler("/console/", http.StatusMovedPermanently)))
+	mux.Handle("/console", httpx.LogAs(log, "/console",
+		m.ObserveRoute("console", "/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))))
 	mux.Handle("/", m.Observe("admin", api))
 	return mux
 }

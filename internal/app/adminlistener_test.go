@@ -13,8 +13,9 @@ import (
 )
 
 // The two routes the admin address serves outside the admin API's and the console's routers,
-// /metrics and the /console redirect, get their access-log line and request id like any other.
-func TestMetricsAndTheConsoleRedirectAreLogged(t *testing.T) {
+// /metrics and the /console redirect, get their access-log line and request id like any other,
+// and are counted in kyapi_http_requests_total like any other (docs/operations.md, "Metrics").
+func TestMetricsAndTheConsoleRedirectAreLoggedAndCounted(t *testing.T) {
 	var buf syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&buf)
@@ -32,6 +33,16 @@ func TestMetricsAndTheConsoleRedirectAreLogged(t *testing.T) {
 		}
 		if line := `"request_id":"` + id + `","route":"` + c.path + `","status":`; !strings.Contains(buf.String(), line) {
 			t.Errorf("%s: no access-log line %s in %s", c.path, line, buf.String())
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, series := range []string{
+		`kyapi_http_requests_total{api="admin",method="GET",route="/metrics",status="200"} 1`,
+		`kyapi_http_requests_total{api="console",method="GET",route="/console",status="301"} 1`,
+	} {
+		if !strings.Contains(w.Body.String(), series+"\n") {
+			t.Errorf("no %s in the metrics:\n%s", series, w.Body.String())
 		}
 	}
 }

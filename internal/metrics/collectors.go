@@ -41,7 +41,7 @@ func (c poolCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(poolConns, prometheus.GaugeValue, float64(v), state)
 	}
 	ch <- prometheus.MustNewConstMetric(poolWaits, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(poolWait, prometheus.CounterValue, s.AcquireDuration().Seconds())
+	ch <- prometheus.MustNewConstMetric(poolWait, prometheus.CounterValue, s.EmptyAcquireWaitTime().Seconds())
 	ch <- prometheus.MustNewConstMetric(poolAcqs, prometheus.CounterValue, float64(s.AcquireCount()))
 }
 
