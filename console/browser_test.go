@@ -19,7 +19,7 @@ import (
 
 // browser starts a headless Chromium (the Debian package) for the test. There is no skip: a
 // machine without Chromium fails here (.ci/run installs it).
-func browser(t *testing.T) context.Context {
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
@@ -37,6 +37,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1200, 900),
 	)
+	opts = append(opts, extra...)
 	// A generous deadline only so that a stuck browser cannot hang the suite.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
