@@ -40,19 +40,30 @@ func runImport(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	h := commands.ImportCatalog{Store: eventstore.New(pool), Clock: time.Now}
-	// The files are one batch: a bad line in any of them imports nothing of any. Standard
-	// input is read once and kept, since a batch may be read again (see HandleBatches).
+	// The files are one batch: a bad line in any of them imports nothing of any. A batch may be
+	// read again (see HandleBatches): standard input, and any FILE that is not a regular file (a
+	// pipe such as bash's <(zcat catalog.ndjson.gz), a FIFO, a device), can be read only once,
+	// so they are read once here and kept; a regular file is opened again by its path.
+	kept := make([][]byte, len(args))
 	var stdin []byte
-	for _, name := range args {
-		if name == "-" && stdin == nil {
-			if stdin, err = io.ReadAll(os.Stdin); err != nil {
-				return fmt.Errorf("-: %w", err)
+	for i, name := range args {
+		switch {
+		case name == "-":
+			if stdin == nil {
+				if stdin, err = io.ReadAll(os.Stdin); err != nil {
+					return fmt.Errorf("-: %w", err)
+				}
+			}
+			kept[i] = stdin
+		default:
+			if kept[i], err = readUnlessRegular(name); err != nil {
+				return fmt.Errorf("%w (nothing of any file was imported)", err)
 			}
 		}
 	}
 	open := func(i int) (io.ReadCloser, error) {
-		if args[i] == "-" {
-			return io.NopCloser(bytes.NewReader(stdin)), nil
+		if kept[i] != nil {
+			return io.NopCloser(bytes.NewReader(kept[i])), nil
 		}
 		f, err := os.Open(args[i])
 		if err != nil {
@@ -75,6 +86,28 @@ func runImport(ctx context.Context, args []string) error {
 		fmt.Printf("%s: %d towns, %d places, %d events (%d new, %d updated)\n", args[i], res.Towns, res.Places, res.Events, res.Created, res.Updated)
 	}
 	return nil
+}
+
+// readUnlessRegular reads the whole of name when it is not a regular file (a pipe, a FIFO, a
+// device), which could not be read a second time, and returns nil for a regular file.
+func readUnlessRegular(name string) ([]byte, error) {
+	st, err := os.Stat(name)
+	if err != nil || st.Mode().IsRegular() {
+		return nil, err
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if b == nil {
+		b = []byte{}
+	}
+	return b, nil
 }
 
 // runRebuild empties every shared read model and replays the store from position 0, then
