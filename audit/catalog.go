@@ -368,12 +368,13 @@ func show(v any) string {
 }
 
 // compareChains checks each place's is_chain against the names of all places: marked
-// is_chain at import, or a normalized name shared by domain.ChainThreshold places or more.
+// is_chain at import, or a normalized name shared by domain.ChainThreshold places or more (a
+// name with no letter or digit normalizes to "", which names no chain).
 func (a *auditor) compareChains(ctx context.Context, tx pgx.Tx) error {
 	rows, err := tx.Query(ctx, `
 		SELECT p.place_id, p.is_chain, p.marked_chain, c.n
 		FROM rm_places p JOIN (SELECT normalized_name, count(*) AS n FROM rm_places GROUP BY 1) c USING (normalized_name)
-		WHERE p.is_chain IS DISTINCT FROM (p.marked_chain OR c.n >= $1)
+		WHERE p.is_chain IS DISTINCT FROM (p.marked_chain OR (c.n >= $1 AND p.normalized_name <> ''))
 		ORDER BY p.place_id`, domain.ChainThreshold)
 	if err != nil {
 		return err

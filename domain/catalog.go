@@ -1112,8 +1112,9 @@ func (o catalogObject) object(field string) (*catalogObject, *catalogFieldError)
 var catalogStoreNumber = regexp.MustCompile(`\s*(?:#\s*\d+|\bno\.?\s*\d+)\s*$`)
 
 // NormalizedName is the form of a place name used to spot chains: lowercase, without a
-// trailing store number ("#12", "No. 3"), without punctuation, single-spaced.
-// "Joe's Diner #12" and "JOES DINER" are the same name.
+// trailing store number ("#12", "No. 3"), without punctuation and symbols, single-spaced.
+// "Joe's Diner #12" and "JOES DINER" are the same name. A name with no letter or digit
+// normalizes to "", which names no chain (the catalog projection and the audit skip it).
 func NormalizedName(name string) string {
 	s := strings.ToLower(strings.TrimSpace(name))
 	if loc := catalogStoreNumber.FindStringIndex(s); loc != nil && loc[0] > 0 {

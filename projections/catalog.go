@@ -294,11 +294,11 @@ func catalogApplyPlaces(ctx context.Context, tx pgx.Tx, events []eventstore.Even
 	}
 	slices.Sort(touched)
 	_, err := tx.Exec(ctx, `
-		UPDATE rm_places p SET is_chain = p.marked_chain OR c.n >= $2
+		UPDATE rm_places p SET is_chain = p.marked_chain OR (c.n >= $2 AND c.normalized_name <> '')
 		FROM (SELECT normalized_name, count(*) AS n FROM rm_places
 			WHERE normalized_name = ANY($1) GROUP BY 1) c
 		WHERE p.normalized_name = c.normalized_name
-		  AND p.is_chain IS DISTINCT FROM (p.marked_chain OR c.n >= $2)`,
+		  AND p.is_chain IS DISTINCT FROM (p.marked_chain OR (c.n >= $2 AND c.normalized_name <> ''))`,
 		slices.Compact(touched), domain.ChainThreshold)
 	if err != nil {
 		return fmt.Errorf("catalog projection: chain flags: %w", err)

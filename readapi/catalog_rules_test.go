@@ -435,6 +435,22 @@ func TestHiddenGemsScoreThresholdAndNormalizedChainNames(t *testing.T) {
 	}
 }
 
+// A name with no letter or digit ("🍕", "☕") normalizes to the empty name, which is no
+// chain's: three different such gems, none marked is_chain, are all hidden gems (docs/api.md,
+// "Hidden gems"). They were taken for one chain of the empty name.
+func TestThreeNamesWithoutALetterAreNotAChain(t *testing.T) {
+	gem := map[string]any{"is_gem": true, "local_gem_score": 0.9}
+	s := newProjectedStack(t, []map[string]any{
+		placeRecord("pizza", "🍕", "food.pizza", "paducah", 37.08, -88.6, 10, gem),
+		placeRecord("burger", "🍔", "food.burger", "paducah", 37.09, -88.6, 10, gem),
+		placeRecord("coffee", "☕!", "food.cafe", "paducah", 37.10, -88.6, 10, gem),
+	})
+	items, _ := s.get(s.key(), "/api/data/hidden-gems").rows(t)
+	if got := ids(items); !slices.Equal(got, []string{"burger", "coffee", "pizza"}) {
+		t.Fatalf("hidden gems = %v; want the three gems (three different names, none marked is_chain)", got)
+	}
+}
+
 func TestRelatedAtMostTenNearestFirstNeverItself(t *testing.T) {
 	recs := []map[string]any{placeRecord("src", "Source", "food.cafe", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
 		placeRecord("same-spot", "Same Spot", "food.bar", "paducah", geoCenter.Lat, geoCenter.Lng, 1, nil),
