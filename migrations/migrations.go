@@ -7,6 +7,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
@@ -42,11 +43,31 @@ func ApplyThrough(ctx context.Context, pool *pgxpool.Pool, last string) (applied
 		return nil, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(72100001)`)
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	// A store that is up to date asks for no privilege beyond reading schema_migrations: the
+	// serving role need not own the tables nor be allowed to create any (docs/operations.md,
+	// "Tamper evidence").
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return nil, err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := conn.Query(ctx, `SELECT name FROM schema_migrations`)
+	if err != nil {
+		return nil, err
+	}
+	done, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		return nil, err
 	}
 	for _, name := range names {
+		if slices.Contains(done, name) {
+			continue
+		}
 		sql, err := files.ReadFile(name)
 		if err != nil {
 			return applied, err
