@@ -86,6 +86,15 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 		"https://api.example.com/?x=1":    "",
 		"https://api.example.com/#top":    "",
 		" https://api.example.com":        "",
+		// canonical_url is a URI: what a URI cannot hold unescaped is refused, not served.
+		"https://example.com/my api":    "",
+		`https://example.com/a"b`:       "",
+		"https://example.com/<x>":       "",
+		`https://example.com/a\b`:       "",
+		"https://example.com/50%":       "",
+		"https://example.com/%zz":       "",
+		"https://example.com/caf%C3%A9": "https://example.com/caf%C3%A9",
+		"https://example.com/a~b-c_d.e": "https://example.com/a~b-c_d.e",
 	} {
 		t.Setenv("CANONICAL_BASE_URL", value)
 		cfg, err := app.LoadConfig()
@@ -94,6 +103,32 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 			t.Errorf("CANONICAL_BASE_URL=%q: %v (base %q); want an error naming the variable", value, err, cfg.CanonicalBaseURL)
 		case want != "" && (err != nil || cfg.CanonicalBaseURL != want):
 			t.Errorf("CANONICAL_BASE_URL=%q: %v, base %q; want %q", value, err, cfg.CanonicalBaseURL, want)
+		}
+	}
+}
+
+// ADMIN_TOKEN is a bearer token: one with white space at either end (a secret file's trailing
+// newline) or a control character could never be presented (HTTP trims a header value), and
+// every admin call would be 401 without a word. It stops every command at start, naming the
+// variable and never showing the token.
+func TestAnAdminTokenThatCannotBeSentIsRefused(t *testing.T) {
+	t.Setenv("DATABASE_URL", "postgres://x@127.0.0.1:1/x")
+	for value, ok := range map[string]bool{
+		"s3cret-admin-token":   true,
+		"":                     true, // serve warns: the admin API refuses every call
+		"s3cret-admin-token\n": false,
+		" s3cret-admin-token":  false,
+		"s3cret\tadmin":        false,
+	} {
+		t.Setenv("ADMIN_TOKEN", value)
+		_, err := app.LoadConfig()
+		switch {
+		case ok && err != nil:
+			t.Errorf("ADMIN_TOKEN=%q: %v", value, err)
+		case !ok && (err == nil || !strings.Contains(err.Error(), "ADMIN_TOKEN")):
+			t.Errorf("ADMIN_TOKEN=%q: %v; want an error naming the variable", value, err)
+		case !ok && strings.Contains(err.Error(), "s3cret"):
+			t.Errorf("ADMIN_TOKEN=%q: the error shows the token: %v", value, err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sirupsen/logrus"
@@ -68,6 +69,11 @@ func LoadConfig() (Config, error) {
 	}
 	if c.DatabaseURL == "" {
 		return c, fmt.Errorf("DATABASE_URL is not set")
+	}
+	// A token that cannot be sent in a header (HTTP trims a value's white space; a control
+	// character has no place in one) would leave every admin call 401 without a word.
+	if strings.TrimSpace(c.AdminToken) != c.AdminToken || strings.ContainsFunc(c.AdminToken, unicode.IsControl) {
+		return c, fmt.Errorf("ADMIN_TOKEN must not begin or end with white space nor hold a control character (a secret file's trailing newline?): such a token cannot be sent in an Authorization header")
 	}
 	c.AdminAddrDefault = os.Getenv("ADMIN_ADDR") == ""
 	// Checked here, before serve opens anything: a bad address would otherwise show only once
@@ -168,8 +174,20 @@ func canonicalBaseURL(v string) (string, error) {
 		return bad("it must not hold a user name or password")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(v, "?#"):
 		return bad("it must not hold a query or a fragment")
+	case strings.ContainsFunc(v, notURIChar):
+		return bad("a URI holds no space, quote, angle bracket, backslash or other character it would have to escape: write it %-escaped")
 	}
 	return strings.TrimRight(v, "/"), nil
+}
+
+// notURIChar tells a character a URI never holds as it is (RFC 3986: neither unreserved,
+// reserved nor the % of an escape).
+func notURIChar(r rune) bool {
+	switch {
+	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
+		return false
+	}
+	return !strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
 }
 
 // checkElasticsearchURL checks ELASTICSEARCH_URL: an http or https URL with a host (and
