@@ -23,6 +23,9 @@ func runArchive(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *list && (*before != 0 || *out != "") {
+		return usageError(fs, "give -before POSITION and -o FILE, or -list, not both")
+	}
 	if !*list && (*before <= 0 || *out == "") {
 		return usageError(fs, "give -before POSITION (above 0) and -o FILE, or -list")
 	}

@@ -57,6 +57,28 @@ func TestAuditRefusesAPublicKeyWithoutADigest(t *testing.T) {
 	}
 }
 
+// A command's alternative forms are not mixed: `kyapi digest -new-key K -o F` made the key and
+// dropped -o without a word (no digest written, exit 0), and `kyapi archive -list -before N -o F`
+// listed and archived nothing. Each is a usage error, and nothing is done.
+func TestAlternativeFormsOfACommandAreNotMixed(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "k.pem")
+	dbURL := pgtest.NewDatabase(t)
+	for _, args := range [][]string{
+		{"digest", "-new-key", key, "-o", filepath.Join(dir, "digest.json")},
+		{"archive", "-list", "-before", "10"},
+		{"archive", "-list", "-o", filepath.Join(dir, "a.archive")},
+	} {
+		out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": dbURL}, 60*time.Second, args...)
+		if code != 2 || !strings.Contains(out, "not both") {
+			t.Errorf("kyapi %s: exit %d; want a usage error (exit 2) saying the forms are not mixed\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if _, err := os.Stat(key); err == nil {
+		t.Errorf("kyapi digest -new-key K -o F made the key %s though it was refused", key)
+	}
+}
+
 // `kyapi serve extra -read=false -admin=false` must not serve the APIs the operator turned off.
 func TestServeRefusesAStrayArgumentBeforeItsFlags(t *testing.T) {
 	serveRefuses(t, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, []string{"extra", "-read=false", "-admin=false"}, `"extra"`)

@@ -317,6 +317,9 @@ func runDigest(ctx context.Context, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if *newKey != "" && *out != "" {
+		return usageError(fs, "give -o FILE or -new-key FILE, not both")
+	}
 	if *newKey != "" {
 		pub, err := audit.NewSigningKey(*newKey)
 		if err != nil {
