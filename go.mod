@@ -17,6 +17,7 @@ require (
 	github.com/segmentio/encoding v0.5.4
 	github.com/sirupsen/logrus v1.10.2
 	go.etcd.io/bbolt v1.4.0
+	golang.org/x/sys v0.49.0
 )
 
 require (
@@ -79,7 +80,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

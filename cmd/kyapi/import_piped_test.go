@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
 )
 
 // Imports may run side by side, and a deadlock between two of them (PostgreSQL ends one) runs
@@ -95,4 +97,42 @@ func TestAPipedFileIsNotLostWhenTheImportStartsOver(t *testing.T) {
 		t.Fatalf("kyapi import of a piped file succeeded but stored none of its records (the place piped-place is missing)")
 	}
 	t.Logf("import: %v; piped place stored: %d", err, places)
+}
+
+// The first signal stops every command (docs/operations.md): `kyapi import -` waiting on a
+// standard input that nothing writes to or closes stops too, nothing imported. (It waited for
+// the input to end: with the old code this test never ends, and go test's own timeout fails it.)
+func TestAnImportWaitingOnItsInputStopsWhenAsked(t *testing.T) {
+	_, pool, _ := importSetup(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close(); r.Close() })
+	stdin := os.Stdin
+	os.Stdin = r
+	t.Cleanup(func() { os.Stdin = stdin })
+	fmt.Fprintln(w, `{"record":"town","slug":"a-town","name":"A"}`) // and then nothing, never closed
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runImport(ctx, []string{"-"}) }()
+	// Once the import has read the line (nothing left in the pipe), it waits for more.
+	for {
+		n, err := unix.IoctlGetInt(int(r.Fd()), unix.TIOCINQ) // FIONREAD: bytes not yet read
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("kyapi import - asked to stop: %v; want it stopped (context canceled)", err)
+	}
+	if n := catalogEvents(t, pool); n != 0 {
+		t.Fatalf("%d catalog events stored by an import asked to stop", n)
+	}
 }

@@ -50,13 +50,13 @@ func runImport(ctx context.Context, args []string) error {
 		switch {
 		case name == "-":
 			if stdin == nil {
-				if stdin, err = io.ReadAll(os.Stdin); err != nil {
+				if stdin, err = readAllOrStop(ctx, os.Stdin); err != nil {
 					return fmt.Errorf("-: %w", err)
 				}
 			}
 			kept[i] = stdin
 		default:
-			if kept[i], err = readUnlessRegular(name); err != nil {
+			if kept[i], err = readUnlessRegular(ctx, name); err != nil {
 				return fmt.Errorf("%w (nothing of any file was imported)", err)
 			}
 		}
@@ -90,7 +90,7 @@ func runImport(ctx context.Context, args []string) error {
 
 // readUnlessRegular reads the whole of name when it is not a regular file (a pipe, a FIFO, a
 // device), which could not be read a second time, and returns nil for a regular file.
-func readUnlessRegular(name string) ([]byte, error) {
+func readUnlessRegular(ctx context.Context, name string) ([]byte, error) {
 	st, err := os.Stat(name)
 	if err != nil || st.Mode().IsRegular() {
 		return nil, err
@@ -100,14 +100,36 @@ func readUnlessRegular(name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := readAllOrStop(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if b == nil {
-		b = []byte{}
-	}
 	return b, nil
+}
+
+// readAllOrStop reads r to its end, or returns ctx's error as soon as ctx ends: a pipe or a
+// terminal may be written to slowly or never, and the first signal stops every command
+// (docs/operations.md). The read left running ends with the process. What it returns is never
+// nil, so that an empty input is told from one not read.
+func readAllOrStop(ctx context.Context, r io.Reader) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := io.ReadAll(r)
+		if b == nil {
+			b = []byte{}
+		}
+		done <- result{b, err}
+	}()
+	select {
+	case res := <-done:
+		return res.b, res.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // runRebuild empties every shared read model and replays the store from position 0, then
