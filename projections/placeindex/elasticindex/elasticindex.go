@@ -762,18 +762,67 @@ func (x *Index) createNextGeneration(ctx context.Context) (string, int, error) {
 
 // removeStale deletes, with their checkpoints, this prefix's generations numbered below
 // `below` that the alias does not point at.
+//
+// Another process's Rebuild may swap the alias onto one of them between the listing and the
+// delete, so they are deleted in one update-aliases call that also takes the alias off the
+// generation it was listed on (must_exist) and puts it back: Elasticsearch applies the call
+// whole or not at all, so when the alias has moved the call fails and deletes nothing, and the
+// generations are listed again. Each retry follows a move of the alias or a generation deleted
+// by another cleanup; past cleanupAttempts the rest is left for a later Rebuild.
 func (x *Index) removeStale(ctx context.Context, below int) error {
-	gens, err := x.generations(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, g := range gens {
-		if g.n < below && !g.live {
-			errs = append(errs, x.deleteIndex(ctx, g.name), x.deleteCheckpoint(ctx, g.name))
+	for attempt := 1; ; attempt++ {
+		gens, err := x.generations(ctx)
+		if err != nil {
+			return err
+		}
+		live, stale := "", []string(nil)
+		for _, g := range gens {
+			switch {
+			case g.live:
+				live = g.name
+			case g.n < below:
+				stale = append(stale, g.name)
+			}
+		}
+		if len(stale) == 0 {
+			return nil
+		}
+		if live == "" {
+			return fmt.Errorf("elasticindex: alias %s points at no generation: %s kept", x.alias, strings.Join(stale, ", "))
+		}
+		err = x.removeIndexesWhileLive(ctx, stale, live)
+		if err == nil {
+			var errs []error
+			for _, g := range stale {
+				errs = append(errs, x.deleteCheckpoint(ctx, g))
+			}
+			return errors.Join(errs...)
+		}
+		if !isNotFound(err) || attempt == cleanupAttempts {
+			return err
 		}
 	}
-	return errors.Join(errs...)
+}
+
+// cleanupAttempts bounds how many times removeStale lists the generations again.
+const cleanupAttempts = 5
+
+// removeIndexesWhileLive deletes indexes in one update-aliases call that holds only while the
+// alias is on live: it fails whole (404) when the alias is elsewhere, or when one of indexes
+// no longer exists.
+func (x *Index) removeIndexesWhileLive(ctx context.Context, indexes []string, live string) error {
+	mustExist := true
+	var actions []types.IndicesAction
+	for _, name := range indexes {
+		actions = append(actions, types.IndicesAction{RemoveIndex: &types.RemoveIndexAction{Index: &name}})
+	}
+	actions = append(actions,
+		types.IndicesAction{Remove: &types.RemoveAction{Index: &live, Alias: &x.alias, MustExist: &mustExist}},
+		types.IndicesAction{Add: &types.AddAction{Index: &live, Alias: &x.alias}})
+	if _, err := x.es.Indices.UpdateAliases().Request(&updatealiases.Request{Actions: actions}).Do(ctx); err != nil {
+		return fmt.Errorf("elasticindex: deleting %s while %s is live: %w", strings.Join(indexes, ", "), live, err)
+	}
+	return nil
 }
 
 type generationInfo struct {

@@ -15,9 +15,13 @@ package elasticindex_test
 //   - bulk items name the concrete index each action landed in ("_index"), also when it was
 //     written through an alias; deleting a missing document is a 404 "not_found" item, and a
 //     delete into a missing index a 404 index_not_found_exception item (deletes create none);
-//   - update-aliases applies its actions atomically; a "remove" of an alias the index does
-//     not carry fails the whole call with 404 aliases_not_found_exception, an "add" to a
-//     missing index with 404 index_not_found_exception (aliases API);
+//   - update-aliases applies its actions atomically, all or none; every "remove_index" runs
+//     before the "add" and "remove" actions wherever it sits, and deletes the index with its
+//     aliases; a "remove_index" of a missing index fails the whole call with 404
+//     index_not_found_exception, of an alias with 400; a "remove" of an alias the index does
+//     not carry fails it with 404 aliases_not_found_exception (with must_exist true, and
+//     without must_exist, as Elasticsearch 8 answers; must_exist false skips the action); an
+//     "add" to a missing index fails it with 404 index_not_found_exception (aliases API);
 //   - GET (and HEAD) /_alias/<name> answers 404 when no index carries the alias, and
 //     GET /<pattern>/_alias and GET /<pattern> list every index the pattern matches by its
 //     name or an alias's (get alias and get index APIs);
@@ -57,6 +61,7 @@ type fakeCluster struct {
 	deleted     []string                   // indexes deleted, in order
 	requests    []string                   // "METHOD /path"
 	bodies      map[string]string          // last body per "METHOD /path"
+	allBodies   map[string][]string        // every body per "METHOD /path", in order
 
 	// aliasAppliedThen504 makes the next update-aliases call apply and then answer 504, as a
 	// proxy or load balancer does when Elasticsearch answers after its timeout.
@@ -80,6 +85,7 @@ func newFakeCluster() *fakeCluster {
 		aliases:     map[string]map[string]bool{},
 		checkpoints: map[string]string{},
 		bodies:      map[string]string{},
+		allBodies:   map[string][]string{},
 	}
 }
 
@@ -173,6 +179,12 @@ func (f *fakeCluster) body(key string) string {
 	return f.bodies[key]
 }
 
+func (f *fakeCluster) bodiesOf(key string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.allBodies[key])
+}
+
 func (f *fakeCluster) aliasesOf(index string) map[string]struct{} {
 	m := map[string]struct{}{}
 	for alias, on := range f.aliases {
@@ -201,6 +213,7 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.Method + " " + r.URL.Path
 	f.requests = append(f.requests, key)
 	f.bodies[key] = string(body)
+	f.allBodies[key] = append(f.allBodies[key], string(body))
 	w.Header().Set("X-Elastic-Product", "Elasticsearch")
 	w.Header().Set("Content-Type", "application/json")
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
@@ -277,21 +290,51 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	case r.Method == http.MethodPost && r.URL.Path == "/_aliases":
 		var req struct {
-			Actions []map[string]struct{ Index, Alias string } `json:"actions"`
+			Actions []map[string]struct {
+				Index, Alias string
+				MustExist    *bool `json:"must_exist"`
+			} `json:"actions"`
 		}
 		if err := json.Unmarshal(body, &req); err != nil {
 			esError(http.StatusBadRequest, "parse_exception", err.Error())
 			return
 		}
+		indices := maps.Clone(f.indices)
 		next := map[string]map[string]bool{}
 		for alias, on := range f.aliases {
 			next[alias] = maps.Clone(on)
 		}
+		// Every remove_index runs first, wherever it sits among the actions; it deletes the
+		// index and so its aliases.
+		var removed []string
+		for _, action := range req.Actions {
+			a, ok := action["remove_index"]
+			if !ok {
+				continue
+			}
+			if len(next[a.Index]) > 0 {
+				esError(http.StatusBadRequest, "illegal_argument_exception", "The provided expression ["+a.Index+"] matches an alias, specify the corresponding concrete indices instead.")
+				return
+			}
+			if !indices[a.Index] {
+				esError(http.StatusNotFound, "index_not_found_exception", "no such index ["+a.Index+"]")
+				return
+			}
+			delete(indices, a.Index)
+			removed = append(removed, a.Index)
+			for alias, on := range next {
+				delete(on, a.Index)
+				if len(on) == 0 {
+					delete(next, alias)
+				}
+			}
+		}
 		for _, action := range req.Actions {
 			for verb, a := range action {
 				switch verb {
+				case "remove_index":
 				case "add":
-					if !f.indices[a.Index] {
+					if !indices[a.Index] {
 						esError(http.StatusNotFound, "index_not_found_exception", "no such index ["+a.Index+"]")
 						return
 					}
@@ -301,6 +344,9 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					next[a.Alias][a.Index] = true
 				case "remove":
 					if !next[a.Alias][a.Index] {
+						if a.MustExist != nil && !*a.MustExist {
+							continue
+						}
 						esError(http.StatusNotFound, "aliases_not_found_exception", "aliases ["+a.Alias+"] missing")
 						return
 					}
@@ -314,6 +360,8 @@ func (f *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+		f.indices = indices
+		f.deleted = append(f.deleted, removed...)
 		f.aliases = next
 		if f.aliasAppliedThen504 {
 			f.aliasAppliedThen504 = false

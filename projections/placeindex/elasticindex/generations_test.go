@@ -16,10 +16,15 @@ package elasticindex_test
 // ELASTICSEARCH_URL is set.
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
@@ -331,7 +336,7 @@ func TestRebuildFillsThroughItsOwnAliasThenSwapsAndRemovesTheOldGeneration(t *te
 		"GET /_alias/places",
 		"POST /_aliases",
 		"GET /places-*/_alias",
-		"DELETE /places-3",
+		"POST /_aliases",
 		"DELETE /places-checkpoint/_doc/places-3",
 	}
 	if got := f.recorded(); !slices.Equal(got, want) {
@@ -340,8 +345,12 @@ func TestRebuildFillsThroughItsOwnAliasThenSwapsAndRemovesTheOldGeneration(t *te
 	if got := f.body("PUT /places-4"); !strings.Contains(got, `"aliases":{"places-4-fill":{}}`) || !strings.Contains(got, `"mappings":`) {
 		t.Errorf("create body of places-4 = %s; want the mapping and the fill alias", got)
 	}
-	if got := f.body("POST /_aliases"); got != `{"actions":[{"remove":{"alias":"places","index":"places-3","must_exist":true}},{"add":{"alias":"places","index":"places-4"}},{"remove":{"alias":"places-4-fill","index":"places-4"}}]}` {
-		t.Errorf("aliases body = %s", got)
+	// The swap, then the old generation deleted only while the alias is still on the new one.
+	if got := f.bodiesOf("POST /_aliases"); !slices.Equal(got, []string{
+		`{"actions":[{"remove":{"alias":"places","index":"places-3","must_exist":true}},{"add":{"alias":"places","index":"places-4"}},{"remove":{"alias":"places-4-fill","index":"places-4"}}]}`,
+		`{"actions":[{"remove_index":{"index":"places-3"}},{"remove":{"alias":"places","index":"places-4","must_exist":true}},{"add":{"alias":"places","index":"places-4"}}]}`,
+	}) {
+		t.Errorf("aliases bodies:\n%s", strings.Join(got, "\n"))
 	}
 	bulk := f.body("POST /places-4-fill/_bulk")
 	for _, want := range []string{`{"index":{"_id":"p1"}}`, `"location":{"lat":38,"lon":-84}`, `{"delete":{"_id":"p0"}}`} {
@@ -368,5 +377,60 @@ func TestRebuildFillsThroughItsOwnAliasThenSwapsAndRemovesTheOldGeneration(t *te
 	}
 	if cp, _ := f.checkpoint("places-4"); cp != "cp-10" {
 		t.Errorf("checkpoint of places-4 = %q, want cp-10", cp)
+	}
+}
+
+// Two rebuilds run at once (Rebuild may run beside another): R1 fills places-4, R2 fills
+// places-5 and swaps first. R2's cleanup takes places-4 for a leftover; R1 then swaps the alias
+// onto places-4 before R2 deletes it. Deleting must not take the generation the alias serves
+// by then (and the alias with it): servers would then serve an empty generation they create.
+func TestConcurrentRebuildsNeverDeleteTheGenerationTheAliasServes(t *testing.T) {
+	f := liveAt3()
+	releaseR1 := make(chan struct{})
+	r1Swapped := make(chan struct{})
+	var pause, swapped sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		deletes4 := r.Method == http.MethodDelete && r.URL.Path == "/places-4" ||
+			r.Method == http.MethodPost && r.URL.Path == "/_aliases" && strings.Contains(string(body), `"remove_index":{"index":"places-4"}`)
+		if deletes4 {
+			pause.Do(func() { // R2's cleanup waits while R1's fill ends and R1 swaps
+				close(releaseR1)
+				<-r1Swapped
+			})
+		}
+		f.ServeHTTP(w, r)
+		if r.URL.Path == "/_aliases" && !strings.Contains(string(body), "remove_index") &&
+			strings.Contains(string(body), `{"add":{"alias":"places","index":"places-4"}}`) {
+			swapped.Do(func() { close(r1Swapped) })
+		}
+	}))
+	t.Cleanup(srv.Close)
+	r1, r2 := f.open(t, srv.URL), f.open(t, srv.URL)
+	ctx := context.Background()
+	r1Filling := make(chan struct{})
+	r1Done := make(chan error, 1)
+	go func() {
+		r1Done <- r1.Rebuild(ctx, func(w placeindex.Writer) error {
+			if err := w.Upsert(ctx, two, nil, "cp-9"); err != nil {
+				return err
+			}
+			close(r1Filling)
+			<-releaseR1
+			return nil
+		})
+	}()
+	<-r1Filling
+	err2 := r2.Rebuild(ctx, func(w placeindex.Writer) error { return w.Upsert(ctx, two, nil, "cp-10") })
+	err1 := <-r1Done
+	live := f.aliasTarget("places")
+	if err1 != nil || live != "places-4" || !f.exists(live) {
+		t.Errorf("R1 = %v, R2 = %v: the alias serves %q (exists: %v; indexes %v, deleted %v); want places-4, R1's, swapped in last",
+			err1, err2, live, f.exists(live), f.indexNames(), f.deletedIndexes())
+	}
+	// What a serving process reads next: the checkpoint of the generation R1 filled.
+	if cp, err := f.open(t, srv.URL).Checkpoint(ctx); err != nil || cp != "cp-9" {
+		t.Errorf("a server's Checkpoint() = %q, %v; want cp-9, places-4's", cp, err)
 	}
 }
