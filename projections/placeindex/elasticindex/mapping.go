@@ -3,7 +3,10 @@ package elasticindex
 // indexBody creates one concrete generation of the place index.
 //
 // Words are runs of letters and digits (so "food.restaurant.bbq" is three
-// words), lowercased and folded to ASCII. Every text field has a ".grams"
+// words), lowercased, folded to ASCII and lowercased again: folding turns some
+// lowercase letters into uppercase ASCII (small capitals: ᴀ is "A"), and the
+// embedded index, which folds then lowercases, matches them whatever their case.
+// Every text field has a ".grams"
 // subfield of edge n-grams of its words, so a query word is a plain term
 // lookup that matches any word it prefixes; words that may fold to more than
 // maxGram characters (wordQuery) also try match_bool_prefix on the whole-word
@@ -30,8 +33,8 @@ const indexBody = `{
         "place_truncate": {"type": "truncate", "length": 8000}
       },
       "analyzer": {
-        "place_words": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_truncate"]},
-        "place_grams": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "place_truncate", "place_edge"]}
+        "place_words": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "lowercase", "place_truncate"]},
+        "place_grams": {"type": "custom", "tokenizer": "place_letters", "filter": ["lowercase", "asciifolding", "lowercase", "place_truncate", "place_edge"]}
       }
     }
   },

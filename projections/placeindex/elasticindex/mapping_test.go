@@ -23,6 +23,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/blevesearch/bleve/v2/analysis/char/asciifolding"
+
 	"github.com/kyapi/kyapi/domain"
 )
 
@@ -109,6 +111,28 @@ func TestAnalyzersTruncateWordsTooLongForOneTerm(t *testing.T) {
 		}
 		if fold := slices.Index(a.Filter, "asciifolding"); fold > i {
 			t.Errorf("analyzer %s truncates before folding (%v): folding can lengthen the token again", name, a.Filter)
+		}
+	}
+}
+
+// A q word finds the same places whatever its case, as in the embedded index: typed in
+// capitals it finds what it finds in small letters. ASCII folding maps some lowercase letters to uppercase ASCII (small capitals such as
+// ᴀ to "A", ǧ to "G": bleve's folding, a port of Lucene's table, shows it), so lowercasing only
+// before folding leaves those words uppercase in the index while the query's ᴀ, lowercased
+// first, folds to the same "A" but "a" never matches it. Every analyzer lowercases again after
+// folding, as the embedded index (fold, then lowercase) does.
+func TestAnalyzersLowercaseAfterFolding(t *testing.T) {
+	if folded := string(asciifolding.New().Filter([]byte("ᴀǧ"))); folded != "AG" {
+		t.Logf("ASCII folding of ᴀǧ = %q (this rule holds whatever it gives)", folded)
+	}
+	for name, a := range mapping(t).Settings.Analysis.Analyzer {
+		fold := slices.Index(a.Filter, "asciifolding")
+		if fold < 0 {
+			t.Errorf("analyzer %s (%v) does not fold to ASCII", name, a.Filter)
+			continue
+		}
+		if !slices.Contains(a.Filter[fold+1:], "lowercase") {
+			t.Errorf("analyzer %s (%v) does not lowercase after folding: ASCII folding can give uppercase letters", name, a.Filter)
 		}
 	}
 }
