@@ -492,8 +492,11 @@ func wordQuery(word string) types.Query {
 // the exact values. The radius filter and the distance sort work on the
 // quantized point, though: a place within about a centimetre of the radius can
 // be in or out where the embedded index (exact) says otherwise, so a hit's
-// DistanceKm can exceed RadiusKm by up to that much, and places less than a
-// centimetre apart in distance can come in either order.
+// DistanceKm can exceed RadiusKm by up to that much. A page is sorted again by
+// the DistanceKm it reports, ties by PlaceID, so its rows agree with their
+// distances; two places less than a centimetre apart in distance that fall on
+// either side of a page boundary can still come in either order
+// (docs/api.md, "Geo search").
 func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Result, error) {
 	if _, err := x.lastSeen(); err != nil {
 		return placeindex.Result{}, err
@@ -551,6 +554,7 @@ func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Res
 		d := placeindex.DistanceKm(q.Center, placeindex.GeoPoint{Lat: s.Location.Lat, Lng: s.Location.Lon})
 		hits = append(hits, placeindex.Hit{PlaceID: *h.Id_, DistanceKm: d})
 	}
+	placeindex.SortHitsByDistance(hits)
 	return placeindex.Result{Hits: hits, Total: total(res)}, nil
 }
 

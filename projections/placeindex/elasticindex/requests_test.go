@@ -23,6 +23,8 @@ type fakeES struct {
 	requests []string          // "METHOD /path"
 	bodies   map[string]string // last body per "METHOD /path"
 	bulks    []string          // every bulk body, in order
+	// hits, when set, is the "hits" array every search answers (else one hit, p-near).
+	hits string
 }
 
 func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +45,9 @@ func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 	case key == "GET /_alias/places":
 		io.WriteString(w, `{"places-3":{"aliases":{"places":{}}}}`)
+	case strings.HasSuffix(r.URL.Path, "/_search") && f.hits != "":
+		io.WriteString(w, `{"took":1,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},
+			"hits":{"total":{"value":4,"relation":"eq"},"hits":`+f.hits+`}}`)
 	case strings.HasSuffix(r.URL.Path, "/_search"):
 		io.WriteString(w, `{"took":1,"timed_out":false,"_shards":{"total":1,"successful":1,"skipped":0,"failed":0},
 			"hits":{"total":{"value":42,"relation":"eq"},"hits":[
@@ -108,6 +113,37 @@ func TestNearAsksForAnArcDistanceFilterAndSortInKilometres(t *testing.T) {
 	want := placeindex.DistanceKm(center, placeindex.GeoPoint{Lat: 38.05, Lng: -84.5})
 	if res.Total != 42 || len(res.Hits) != 1 || res.Hits[0].PlaceID != "p-near" || math.Abs(res.Hits[0].DistanceKm-want) > 1e-9 {
 		t.Errorf("result = %+v, want p-near at %v km of 42", res, want)
+	}
+}
+
+// Elasticsearch sorts by the distance of the point it stores (to about a centimetre), the
+// adapter reports the exact distance of the stored coordinates: a page's rows come in the
+// order of the distance_km they report, ties by place_id (docs/api.md, "Geo search").
+func TestNearOrdersAPageByTheDistanceItReports(t *testing.T) {
+	idx, f := openFake(t)
+	center := placeindex.GeoPoint{Lat: 38, Lng: -84.5}
+	// In Elasticsearch's order: p-far's stored point is nearer than p-near's, though its exact
+	// coordinates are 4 mm farther; p-twin-b and p-twin-a stand on the same spot.
+	f.hits = `[
+		{"_index":"places-3","_id":"p-far","_source":{"location":{"lat":38.01000004,"lon":-84.5}},"sort":[1.111949,"p-far"]},
+		{"_index":"places-3","_id":"p-near","_source":{"location":{"lat":38.01,"lon":-84.5}},"sort":[1.111950,"p-near"]},
+		{"_index":"places-3","_id":"p-twin-b","_source":{"location":{"lat":38.02,"lon":-84.5}},"sort":[2.2239,"p-twin-b"]},
+		{"_index":"places-3","_id":"p-twin-a","_source":{"location":{"lat":38.02,"lon":-84.5}},"sort":[2.2239,"p-twin-a"]}]`
+	res, err := idx.Near(context.Background(), placeindex.GeoQuery{Center: center, RadiusKm: 5})
+	if err != nil {
+		t.Fatalf("Near: %v", err)
+	}
+	var got []string
+	for _, h := range res.Hits {
+		got = append(got, h.PlaceID)
+	}
+	if want := []string{"p-near", "p-far", "p-twin-a", "p-twin-b"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("page = %v (%+v), want %v: ordered by the distance_km reported, then place_id", got, res.Hits, want)
+	}
+	for i := 1; i < len(res.Hits); i++ {
+		if a, b := res.Hits[i-1], res.Hits[i]; a.DistanceKm > b.DistanceKm {
+			t.Errorf("%s at %v km comes before %s at %v km", a.PlaceID, a.DistanceKm, b.PlaceID, b.DistanceKm)
+		}
 	}
 }
 
