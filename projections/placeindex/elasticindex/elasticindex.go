@@ -94,6 +94,20 @@ var (
 	retryBackoff = func(attempt int) time.Duration { return 100 * time.Millisecond << min(attempt, 6) }
 )
 
+// transportRetries is how many times the client sends again a request refused for load or by a
+// gateway (docs/operations.md: three times, after 200, 400 and 800 ms).
+const transportRetries = 3
+
+// transportBackoff is the client's pause before its attempt-th retry. The client also asks for
+// a pause after its last attempt, when nothing follows it: none is taken then, or a read
+// request would wait 1.6 s more for its 503.
+func transportBackoff(attempt int) time.Duration {
+	if attempt > transportRetries {
+		return 0
+	}
+	return retryBackoff(attempt)
+}
+
 // maxBulkBytes bounds one _bulk request body: Elasticsearch refuses a body over
 // http.max_content_length (100mb by default) with 413, and a batch the catalog accepts can be
 // larger (an import line may hold 1 MiB of description, which JSON can write six times over),
@@ -123,7 +137,8 @@ func Open(ctx context.Context, url string, indexPrefix string) (*Index, error) {
 		// a request that timed out is not sent again (it would wait answerTimeout once more each
 		// time, and a slow bulk may still be running).
 		RetryOnStatus: []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout},
-		RetryBackoff:  retryBackoff,
+		MaxRetries:    transportRetries,
+		RetryBackoff:  transportBackoff,
 		RetryOnError: func(_ *http.Request, err error) bool {
 			var ne net.Error
 			return !(errors.As(err, &ne) && ne.Timeout())
