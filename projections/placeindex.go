@@ -2,6 +2,8 @@ package projections
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -13,9 +15,56 @@ import (
 // PlaceIndex feeds the search index (embedded or Elasticsearch) from PlaceImported events.
 // Its checkpoint lives in the index itself, written with the documents, so each serving
 // process's embedded copy knows exactly where it stands.
+//
+// The checkpoint names the event store its position is in (eventstore.StoreID): an index
+// built from another store (a DATA_DIR served before from another database) is not taken for
+// this one's, whose events below that position it would skip (docs/operations.md, "The place
+// index and its event store").
 type PlaceIndex struct {
 	Pool  *pgxpool.Pool
 	Index placeindex.Index
+	// Store is the event store's identity, eventstore.StoreID of Pool; read from Pool when "".
+	Store string
+}
+
+// ErrIndexOfAnotherStore is the error of a place index whose checkpoint names another event
+// store than the one it is fed from.
+type ErrIndexOfAnotherStore struct {
+	Index, Store string // the store the index was built from, and this one
+}
+
+func (e *ErrIndexOfAnotherStore) Error() string {
+	return fmt.Sprintf("the place index was built from another event store (%s; this database's is %s): its checkpoint is not a position of this store's",
+		e.Index, e.Store)
+}
+
+// storeMark separates the position from the store's identity in an index checkpoint,
+// "TX/POS store=ID". The position comes first: a version that does not know identities reads
+// it, and ignores the rest, while versions are rolled.
+const storeMark = " store="
+
+func (p PlaceIndex) store(ctx context.Context) (string, error) {
+	if p.Store != "" {
+		return p.Store, nil
+	}
+	return eventstore.StoreID(ctx, p.Pool)
+}
+
+// checkpointOf is what the index stores as its checkpoint at position at.
+func checkpointOf(store string, at eventstore.Position) string {
+	return at.String() + storeMark + store
+}
+
+// readCheckpoint reads the index's checkpoint: its position, and the store it names ("" when
+// it names none: "" for an empty index, or one written before checkpoints named their store).
+func (p PlaceIndex) readCheckpoint(ctx context.Context) (eventstore.Position, string, error) {
+	s, err := p.Index.Checkpoint(ctx)
+	if err != nil {
+		return eventstore.Position{}, "", err
+	}
+	pos, store, _ := strings.Cut(s, storeMark)
+	at, err := eventstore.ParsePosition(pos)
+	return at, store, err
 }
 
 func (PlaceIndex) Name() string { return "placeindex" }
@@ -35,12 +84,45 @@ const rebuildBatch = 5000
 // placeTypes are the events the index reads: nothing but places.
 var placeTypes = []string{domain.EventPlaceImported}
 
+// Checkpoint is the index's position in this store. An index whose checkpoint names another
+// store is an *ErrIndexOfAnotherStore; one that names none is taken as this store's.
 func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error) {
-	s, err := p.Index.Checkpoint(ctx)
+	at, built, err := p.readCheckpoint(ctx)
+	if err != nil || built == "" {
+		return at, err
+	}
+	store, err := p.store(ctx)
 	if err != nil {
 		return eventstore.Position{}, err
 	}
-	return eventstore.ParsePosition(s)
+	if built != store {
+		return eventstore.Position{}, &ErrIndexOfAnotherStore{Index: built, Store: store}
+	}
+	return at, nil
+}
+
+// Claim makes sure the index is this store's before it is fed: an index whose checkpoint
+// names no store (written before checkpoints named one) is taken as this store's, and its
+// checkpoint now names it; one that names another store is an *ErrIndexOfAnotherStore, which
+// the caller answers by rebuilding the index or by refusing it.
+func (p PlaceIndex) Claim(ctx context.Context) error {
+	at, built, err := p.readCheckpoint(ctx)
+	if err != nil {
+		return err
+	}
+	store, err := p.store(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case built == store:
+		return nil
+	case built != "":
+		return &ErrIndexOfAnotherStore{Index: built, Store: store}
+	case at == eventstore.Position{}:
+		return nil // empty: its first batch names the store
+	}
+	return p.Index.Upsert(ctx, nil, nil, checkpointOf(store, at))
 }
 
 // Handle reads the range in a short query and only then writes the index: no database
@@ -77,27 +159,35 @@ func (p PlaceIndex) handleRead(ctx context.Context, from, to eventstore.Position
 	if err != nil {
 		return err
 	}
-	return p.Index.Upsert(ctx, docs, nil, to.String())
+	store, err := p.store(ctx)
+	if err != nil {
+		return err
+	}
+	return p.Index.Upsert(ctx, docs, nil, checkpointOf(store, to))
 }
 
 // Rebuild fills a new generation of the index from position 0 and swaps it in; readers
 // keep the old one until then.
 func (p PlaceIndex) Rebuild(ctx context.Context, batchSize int, report func(applied int, at eventstore.Position)) (int, error) {
 	total, batchSize := 0, min(batchSize, rebuildBatch)
-	err := p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
+	store, err := p.store(ctx)
+	if err != nil {
+		return 0, err
+	}
+	err = p.Index.Rebuild(ctx, func(w placeindex.Writer) error {
 		at, n, err := replay(ctx, p.Pool, p.Name(), eventstore.Position{}, batchSize, p.eventTypes(), eventstore.Position{}, report,
 			func(r readAhead) error {
 				docs, err := PlaceDocsFromEvents(r.events)
 				if err != nil {
 					return err
 				}
-				return w.Upsert(ctx, docs, nil, r.to.String())
+				return w.Upsert(ctx, docs, nil, checkpointOf(store, r.to))
 			})
 		total = n
 		if err != nil {
 			return err
 		}
-		return w.Upsert(ctx, nil, nil, at.String())
+		return w.Upsert(ctx, nil, nil, checkpointOf(store, at))
 	})
 	return total, err
 }

@@ -110,11 +110,15 @@ func OpenPool(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 // embedded index of the same DATA_DIR.
 var indexLockTimeout = bleveindex.DefaultLockTimeout
 
+// elasticIndexPrefix names the Elasticsearch place index: its alias, and its generations'
+// prefix.
+const elasticIndexPrefix = "kyapi-places"
+
 // OpenIndex opens the place index: Elasticsearch when ELASTICSEARCH_URL is set, otherwise the
 // embedded index under DATA_DIR.
 func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 	if cfg.ElasticsearchURL != "" {
-		return elasticindex.Open(ctx, cfg.ElasticsearchURL, "kyapi-places")
+		return elasticindex.Open(ctx, cfg.ElasticsearchURL, elasticIndexPrefix)
 	}
 	// Opening waits for the index's file lock (at most indexLockTimeout; the end of ctx, a
 	// signal, ends the wait) and then loads its documents into memory.
@@ -129,6 +133,37 @@ func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 	}
 	return x, nil
 }
+
+// claimPlaceIndex makes sure the place index is this database's before serve feeds it
+// (docs/operations.md, "The place index and its event store"). An embedded index built from
+// another event store is this process's own (its DATA_DIR is locked): it is rebuilt from
+// position 0, the log saying why. An Elasticsearch index is shared by every process on the
+// cluster, which may be serving the other store still, and rebuilding it at each start would
+// have two such deployments undo each other: it is refused, for `kyapi rebuild` to replace.
+func claimPlaceIndex(ctx context.Context, cfg Config, pi projections.PlaceIndex, log *logrus.Logger) error {
+	err := pi.Claim(ctx)
+	var other *projections.ErrIndexOfAnotherStore
+	if !errors.As(err, &other) {
+		return err
+	}
+	if cfg.ElasticsearchURL != "" {
+		return fmt.Errorf("%w: the Elasticsearch index %s (ELASTICSEARCH_URL) serves another database; run `kyapi rebuild` with this DATABASE_URL "+
+			"to rebuild it from this database, or give this database a cluster of its own", err, elasticIndexPrefix)
+	}
+	log.WithFields(logrus.Fields{"data_dir": cfg.DataDir, "index_store": other.Index, "store": other.Store}).
+		Warn("place index: DATA_DIR's place index was built from another event store (another database's): rebuilding it from this database, from position 0")
+	start := time.Now()
+	n, err := pi.Rebuild(ctx, placeIndexRebuildBatch, nil)
+	if err != nil {
+		return fmt.Errorf("rebuilding DATA_DIR %s's place index, built from another database, from this one: %w", cfg.DataDir, err)
+	}
+	log.WithFields(logrus.Fields{"events": n, "duration_ms": time.Since(start).Milliseconds()}).Info("place index rebuilt from this database")
+	return nil
+}
+
+// placeIndexRebuildBatch is the events per batch of a rebuild at start (the place index takes
+// at most its own bound whatever this says).
+const placeIndexRebuildBatch = 5000
 
 // Options choose what a process serves.
 type Options struct {
@@ -232,7 +267,15 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			return fmt.Errorf("place index: %w", err)
 		}
 		defer index.Close()
-		ps = append(ps, projections.PlaceIndex{Pool: pool, Index: index})
+		storeID, err := eventstore.StoreID(ctx, pool)
+		if err != nil {
+			return err
+		}
+		pi := projections.PlaceIndex{Pool: pool, Index: index, Store: storeID}
+		if err := claimPlaceIndex(ctx, cfg, pi, log); err != nil {
+			return fmt.Errorf("place index: %w", err)
+		}
+		ps = append(ps, pi)
 	}
 	// Catch up before listening, so the first answers come from complete read models.
 	start := time.Now()
