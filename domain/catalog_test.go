@@ -335,3 +335,54 @@ func TestANestedRecordsFieldsAreNamedAsOnAFlatLine(t *testing.T) {
 		}
 	}
 }
+
+// A place's website is served as a URI (the Place's "string (URI)"; docs/limits.md: "absolute
+// http or https URL"): one holding a character no URI may hold, or a '%' that does not start
+// an escape, is refused naming website, never rewritten; an escaped one is taken as written.
+func TestAWebsiteMustBeAnHTTPURIWrittenInURICharacters(t *testing.T) {
+	line := func(website string) string {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(catalogPlaceLine), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["website"] = website
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	for _, ok := range []string{
+		"https://example.com/our%20menu",
+		"http://example.com",
+		"HTTPS://Example.COM:8443/a/b;c=d?q=1&r=%C3%A9#top",
+		"https://user:pw@example.com/~joe/(menu)!*'$,+=@",
+		"http://[2001:db8::1]/",
+		"https://xn--caf-dma.example/",
+	} {
+		c, err := domain.ParseCatalog(strings.NewReader(line(ok) + "\n"))
+		if err != nil || c.Places[0].Website == nil || *c.Places[0].Website != ok {
+			t.Errorf("website %q: %v; want it accepted as written", ok, err)
+		}
+	}
+	for _, bad := range []string{
+		"https://example.com/our menu",
+		`https://example.com/<b>"menu"</b>`,
+		"https://example.com/a{b}|c^d`e",
+		`https://example.com/a\b`,
+		"https://café.example/",
+		"https://example.com/menu\t",
+		"https://example.com/%zz",
+		"https://example.com/%2",
+		"https://example.com/?q=%",
+		"https://example.com/#%g0",
+		"https://example.com/a#b#c",
+		"https://example.com/a[1]",
+	} {
+		_, err := domain.ParseCatalog(strings.NewReader(line(bad) + "\n"))
+		var ie *domain.ImportError
+		if !errors.As(err, &ie) || ie.Line != 1 || ie.Field != "website" {
+			t.Errorf("website %q: %v; want line 1 refused, naming website", bad, err)
+		}
+	}
+}
