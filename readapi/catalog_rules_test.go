@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
@@ -370,6 +372,53 @@ func TestEventsWindowIsInclusiveAndSortedByStart(t *testing.T) {
 	}
 	if rows[0]["event_type"] != "other" || rows[0]["end_date"] != nil || rows[0]["venue_place_id"] != nil {
 		t.Fatalf("event shape %v", rows[0])
+	}
+}
+
+// Events are "Sorted by start_date", as served. The import now refuses a start_date finer than
+// a microsecond (docs/limits.md), but events imported before keep their nanoseconds in the
+// stored document, which is what is served, while the read model's column holds microseconds:
+// ordered by the column, ties then by event_id, an event that starts later came first.
+func TestEventsImportedToTheNanosecondAreSortedByTheStartDateServed(t *testing.T) {
+	s := newProjectedStack(t, nil)
+	town := "paducah"
+	var events []domain.CalendarEvent
+	for _, e := range []struct{ id, start string }{
+		{"a-later", "2025-06-20T10:00:00.000000900Z"},
+		{"b-earlier", "2025-06-20T10:00:00.000000100Z"},
+		{"c-first", "2025-06-20T09:59:59.999999999Z"},
+	} {
+		at, err := time.Parse(time.RFC3339Nano, e.start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, domain.CalendarEvent{EventID: e.id, Title: e.id, EventType: "other", StartDate: at, TownSlug: &town})
+	}
+	// Appended as the import wrote them before it checked the precision.
+	if err := s.store.WithTx(ctx, func(tx pgx.Tx) error {
+		for _, e := range events {
+			heads, err := eventstore.OpenHeads(ctx, tx, true, domain.CalendarEventStream(e.EventID))
+			if err != nil {
+				return err
+			}
+			if _, err := eventstore.Append(ctx, tx, heads[domain.CalendarEventStream(e.EventID)], s.clock.Now(),
+				eventstore.NewEvent{Type: domain.EventCalendarEventImported, Payload: e}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.catchUp()
+	rows, _ := s.get(s.key(), "/api/data/events?from=2025-06-20&to=2025-06-20").rows(t)
+	var served []string
+	for _, r := range rows {
+		served = append(served, fmt.Sprintf("%s %s", r["start_date"], r["event_id"]))
+	}
+	want := []string{"2025-06-20T09:59:59.999999999Z c-first", "2025-06-20T10:00:00.0000001Z b-earlier", "2025-06-20T10:00:00.0000009Z a-later"}
+	if !slices.Equal(served, want) {
+		t.Fatalf("events served %q, want them sorted by the start_date served: %q", served, want)
 	}
 }
 
