@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -155,5 +156,53 @@ func TestARebuildWrittenInSeveralBatchesAtOnceKeepsTheLastOfEachPlace(t *testing
 	}
 	if cp, err := idx.Checkpoint(ctx); err != nil || cp != "c2" {
 		t.Errorf("checkpoint %q %v, want c2", cp, err)
+	}
+}
+
+func hitIDs(r placeindex.Result) []string {
+	out := []string{}
+	for _, h := range r.Hits {
+		out = append(out, h.PlaceID)
+	}
+	return out
+}
+
+// The words of q are placeindex.DistinctWords(q): what the read API counts against its limit
+// of 16 and what the Elasticsearch adapter searches. bleve searches those words, each folded
+// on its own, not q folded whole: folding first made other words ("⒜" is "(a)", a word of
+// its own; "Ⓑ" is "B", a letter of the next word), so a q within the limit could search more
+// words than it holds, and find what the other index does not.
+func TestBleveSearchesTheWordsOfPlaceindexDistinctWords(t *testing.T) {
+	ctx := context.Background()
+	idx := open(t, t.TempDir())
+	if err := idx.Upsert(ctx, []placeindex.Doc{
+		{PlaceID: "xylo", Name: "Xylo Tavern", Category: "food.bar"},
+		{PlaceID: "bourbon", Name: "Bourbon House", Category: "food.bar"},
+		{PlaceID: "smallcaps", Name: "ᴄᴀꜰᴇ Rosa", Category: "food.cafe"},
+	}, nil, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{
+		"x⒜":      {"xylo"},
+		"xylo ⓩ":  {"xylo"},
+		"Ⓑourbon": {},
+		"xylo ⒜⒝⒞⒟⒠⒡⒢⒣⒤⒥⒦⒧⒨⒩⒪⒫⒬⒭⒮⒯⒰⒱⒲⒳⒴⒵": {"xylo"},
+		// Each word is still folded and lower-cased as the index's words are.
+		"Bourb": {"bourbon"},
+		"ᴄᴀꜰ":   {"smallcaps"},
+		"cafe":  {"smallcaps"},
+	} {
+		words := placeindex.DistinctWords(q)
+		got, err := idx.List(ctx, placeindex.ListQuery{Q: q, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		asWords, err := idx.List(ctx, placeindex.ListQuery{Q: strings.Join(words, " "), Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(hitIDs(got), want) || !slices.Equal(hitIDs(asWords), want) {
+			t.Errorf("q=%q (words %q): found %v, and %v for its words; want %v", q, words, hitIDs(got), hitIDs(asWords), want)
+		}
 	}
 }

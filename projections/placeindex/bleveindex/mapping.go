@@ -172,44 +172,64 @@ func document(d placeindex.Doc) map[string]any {
 	return doc
 }
 
-// textQuery turns q into one clause per word, all of which must match; a word
-// matches when it prefixes a word of the name, category or description. It
-// returns nil when q holds no words at all.
+// textQuery turns the words of q into clauses, all of which must match; a word matches when
+// it prefixes a word of the name, category or description. It returns nil when q holds no
+// words at all.
+//
+// The words are placeindex.DistinctWords(q), which the read API counts against its limit and
+// the Elasticsearch adapter searches (docs/api.md, "Places"): each is analysed on its own, as
+// the index's words are (folded, then split, lower-cased). Analysing q whole folded before it
+// split, which made other words: "x⒜" searched "x" and "a" ("⒜" folds to "(a)"), and
+// "Ⓑourbon" searched "bourbon" where the words of q hold "ourbon".
 func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 	analyzer := m.AnalyzerNamed(analyzerWords)
 	if analyzer == nil {
 		return nil, fmt.Errorf("analyzer %s missing from index mapping", analyzerWords)
 	}
-	tokens := analyzer.Analyze([]byte(q))
-	if len(tokens) == 0 {
+	words := placeindex.DistinctWords(q)
+	if len(words) == 0 {
 		return nil, nil
 	}
-	words := make([]query.Query, 0, len(tokens))
-	seen := make(map[string]bool, len(tokens))
-	for _, tok := range tokens {
-		word := string(tok.Term)
-		if seen[word] {
-			continue // a word twice asks nothing more, and would cost its clause again
+	var clauses []query.Query
+	seen := map[string]bool{}
+	for _, w := range words {
+		tokens := analyzer.Analyze([]byte(w))
+		if len(tokens) == 0 {
+			// Folded to no letter or digit, the word can prefix no word of the index: it
+			// matches no place (as a match query of no terms does in Elasticsearch).
+			return bleve.NewMatchNoneQuery(), nil
 		}
-		seen[word] = true
-		if utf8.RuneCountInString(word) > maxGram {
-			p := bleve.NewPrefixQuery(word)
-			p.SetField(fieldWords)
-			words = append(words, p)
-			continue
+		// A word that folds into several ("a⑽b" is "a(10)b") needs each of them; a word that
+		// folds as another did ("café", "cafe") asks nothing more, and would cost its clause
+		// again.
+		for _, tok := range tokens {
+			if word := string(tok.Term); !seen[word] {
+				seen[word] = true
+				clauses = append(clauses, wordQuery(word))
+			}
 		}
-		term := func(field string, boost float64) query.Query {
-			t := bleve.NewTermQuery(word)
-			t.SetField(field)
-			t.SetBoost(boost)
-			return t
-		}
-		words = append(words, bleve.NewDisjunctionQuery(
-			term(fieldNameGrams, boostName),
-			term(fieldCategoryGrams, boostCategory),
-			term(fieldDescriptionGrams, boostDescription),
-			term(fieldWords, boostWholeWord),
-		))
 	}
-	return bleve.NewConjunctionQuery(words...), nil
+	return bleve.NewConjunctionQuery(clauses...), nil
+}
+
+// wordQuery matches places where word, analysed, prefixes a word of the name, category or
+// description.
+func wordQuery(word string) query.Query {
+	if utf8.RuneCountInString(word) > maxGram {
+		p := bleve.NewPrefixQuery(word)
+		p.SetField(fieldWords)
+		return p
+	}
+	term := func(field string, boost float64) query.Query {
+		t := bleve.NewTermQuery(word)
+		t.SetField(field)
+		t.SetBoost(boost)
+		return t
+	}
+	return bleve.NewDisjunctionQuery(
+		term(fieldNameGrams, boostName),
+		term(fieldCategoryGrams, boostCategory),
+		term(fieldDescriptionGrams, boostDescription),
+		term(fieldWords, boostWholeWord),
+	)
 }
