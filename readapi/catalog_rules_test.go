@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -301,6 +302,28 @@ func TestANameMatchOutranksADescriptionMatch(t *testing.T) {
 	rows, _ = s.get(key, "/api/data/places?q=bourb").rows(t)
 	if got := ids(rows); !slices.Equal(got, []string{"a-name", "b-desc"}) {
 		t.Fatalf("q=bourb: %v, want the name match first", got)
+	}
+}
+
+// "Names weigh more than descriptions" holds whatever the description: a short one that says
+// the word twice, among places that do not say it at all, does not outrank a long name that
+// holds it once.
+func TestANameMatchOutranksADescriptionThatRepeatsTheWord(t *testing.T) {
+	records := []map[string]any{
+		placeRecord("a-name", "Old Kentucky Bourbon Barrel Tavern and Smokehouse Grill", "food.bar", "paducah", 0, 0, 1,
+			map[string]any{"description": "A tavern on Main Street serving smoked meats, local beer and live music on weekends."}),
+		placeRecord("b-desc", "Zed Tap", "food.bar", "paducah", 0, 0, 1, map[string]any{"description": "Bourbon tastings and bourbon flights."}),
+	}
+	for i := range 30 {
+		records = append(records, placeRecord(fmt.Sprintf("other-%02d", i), "Corner Cafe", "food.cafe", "paducah", 0, 0, 1, map[string]any{"description": "Coffee."}))
+	}
+	s := newProjectedStack(t, records)
+	key := s.key()
+	for _, q := range []string{"bourbon", "bourb", "BOURBON bourbon"} {
+		rows, _ := s.get(key, "/api/data/places?q="+url.QueryEscape(q)).rows(t)
+		if got := ids(rows); !slices.Equal(got, []string{"a-name", "b-desc"}) {
+			t.Fatalf("q=%s: %v, want the name match first", q, got)
+		}
 	}
 }
 

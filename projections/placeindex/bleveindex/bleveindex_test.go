@@ -206,3 +206,73 @@ func TestBleveSearchesTheWordsOfPlaceindexDistinctWords(t *testing.T) {
 		}
 	}
 }
+
+// docs/api.md, "Places": "Names weigh more than descriptions in the relevance order". A place
+// whose name holds more of the words of q ranks above one whose name holds fewer, whatever its
+// category and description say (a short description saying a word twice outscored a long name
+// saying it once); among as many, the text score orders; pages keep that order.
+func TestAPlaceWhoseNameHoldsMoreWordsOfQRanksFirst(t *testing.T) {
+	ctx := context.Background()
+	idx := open(t, t.TempDir())
+	docs := []placeindex.Doc{
+		{PlaceID: "a-long-name", Name: "Old Kentucky Bourbon Barrel Tavern and Smokehouse Grill", Category: "food.bar",
+			Description: "A tavern on Main Street serving smoked meats, local beer and live music on weekends."},
+		{PlaceID: "b-desc", Name: "Zed Tap", Category: "food.bar", Description: "Bourbon tastings and bourbon flights. Bourbon!"},
+		{PlaceID: "c-category", Name: "Zed Spirits", Category: "bourbon.bar", Description: "Bourbon."},
+		{PlaceID: "d-both", Name: "Bourbon Tavern", Category: "food.bar", Description: "Tavern."},
+		{PlaceID: "e-tavern-name", Name: "Tavern on the Square", Category: "food.bar", Description: "Bourbon bourbon bourbon."},
+		{PlaceID: "f-long-word", Name: "Supercalifragilisticexpialidocious Sweets and Treats of Old Kentucky", Category: "food.dessert"},
+		{PlaceID: "g-long-word-desc", Name: "Zed Sweets", Category: "food.dessert", Description: "Supercalifragilisticexpialidocious supercalifragilisticexpialidocious."},
+	}
+	for i := range 30 {
+		docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("other-%02d", i), Name: "Corner Cafe", Category: "food.cafe", Description: "Coffee."})
+	}
+	if err := idx.Upsert(ctx, docs, nil, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	list := func(q string, limit, offset int) placeindex.Result {
+		t.Helper()
+		r, err := idx.List(ctx, placeindex.ListQuery{Q: q, Limit: limit, Offset: offset})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	// Each q's matches in tiers: the places of a tier rank above those of the next, in an
+	// order of their own (the text score's).
+	for _, c := range []struct {
+		q     string
+		tiers [][]string
+	}{
+		{"bourbon", [][]string{{"a-long-name", "d-both"}, {"b-desc", "c-category", "e-tavern-name"}}},
+		{"bourb", [][]string{{"a-long-name", "d-both"}, {"b-desc", "c-category", "e-tavern-name"}}},
+		// Both words in the name; then one of them, whichever.
+		{"bourbon tavern", [][]string{{"d-both"}, {"a-long-name", "e-tavern-name"}}},
+		// A word longer than the n-grams, whole and as a prefix.
+		{"supercalifragilisticexpialidocious", [][]string{{"f-long-word"}, {"g-long-word-desc"}}},
+		{"supercalifragilisticexp", [][]string{{"f-long-word"}, {"g-long-word-desc"}}},
+	} {
+		got := hitIDs(list(c.q, 100, 0))
+		rest := got
+		for _, tier := range c.tiers {
+			if len(rest) < len(tier) || !slices.Equal(slices.Sorted(slices.Values(rest[:len(tier)])), tier) {
+				t.Fatalf("q=%q: %v, want the tiers %v", c.q, got, c.tiers)
+			}
+			rest = rest[len(tier):]
+		}
+		if len(rest) > 0 {
+			t.Fatalf("q=%q: %v, want the tiers %v", c.q, got, c.tiers)
+		}
+		var paged []string
+		for offset := 0; offset < len(got); offset += 2 {
+			page := list(c.q, 2, offset)
+			if page.Total != len(got) {
+				t.Errorf("q=%q offset %d: Total %d, want %d", c.q, offset, page.Total, len(got))
+			}
+			paged = append(paged, hitIDs(page)...)
+		}
+		if !slices.Equal(paged, got) {
+			t.Errorf("q=%q: pages of 2 give %v, one page %v", c.q, paged, got)
+		}
+	}
+}

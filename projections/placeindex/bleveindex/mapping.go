@@ -45,7 +45,8 @@ const (
 )
 
 // Relevance weights: a word in the name says more about a place than one in
-// its category, and that more than one in its description.
+// its category, and that more than one in its description. They order places
+// whose names hold as many words of q; how many comes first (nameFirstQuery).
 const (
 	boostName        = 3.0
 	boostCategory    = 1.5
@@ -190,8 +191,8 @@ func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 	if len(words) == 0 {
 		return nil, nil
 	}
-	var clauses []query.Query
-	seen := map[string]bool{}
+	var clauses, names []query.Query
+	seen, seenName := map[string]bool{}, map[string]bool{}
 	for _, w := range words {
 		tokens := analyzer.Analyze([]byte(w))
 		if len(tokens) == 0 {
@@ -202,14 +203,35 @@ func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 		// A word that folds into several ("a⑽b" is "a(10)b") needs each of them; a word that
 		// folds as another did ("café", "cafe") asks nothing more, and would cost its clause
 		// again.
+		var inName []query.Query
+		key := ""
 		for _, tok := range tokens {
-			if word := string(tok.Term); !seen[word] {
+			word := string(tok.Term)
+			key += word + " "
+			if !seen[word] {
 				seen[word] = true
 				clauses = append(clauses, wordQuery(word))
 			}
+			inName = append(inName, nameQuery(word))
+		}
+		if !seenName[key] {
+			seenName[key] = true
+			names = append(names, bleve.NewConjunctionQuery(inName...))
 		}
 	}
-	return bleve.NewConjunctionQuery(clauses...), nil
+	return nameFirstQuery{text: bleve.NewConjunctionQuery(clauses...), names: names}, nil
+}
+
+// nameQuery matches places where word, analysed, prefixes a word of the name. A word longer
+// than maxGram is taken for a prefix of a name word when its first maxGram characters are
+// (whole words are indexed for name, category and description together).
+func nameQuery(word string) query.Query {
+	if runes := []rune(word); len(runes) > maxGram {
+		word = string(runes[:maxGram])
+	}
+	t := bleve.NewTermQuery(word)
+	t.SetField(fieldNameGrams)
+	return t
 }
 
 // wordQuery matches places where word, analysed, prefixes a word of the name, category or
