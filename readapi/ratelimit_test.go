@@ -1,6 +1,7 @@
 package readapi_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -153,5 +154,36 @@ func TestTwoServersSharingRedisAdmitTheLimitBetweenThemAndKeepAnsweringWhenItDie
 		if r := srv.get(key3, "/api/data/towns"); r.Status != http.StatusOK {
 			t.Fatalf("request %d with Redis down: %d %s", i+1, r.Status, r.Body)
 		}
+	}
+}
+
+// slowStore answers a Take after the clock has moved on by wait (another process's batch held
+// the key's row, a slow Redis), with a window that starts when it answers, as the shared
+// stores count.
+type slowStore struct {
+	clock interface {
+		Advance(time.Duration)
+		Now() time.Time
+	}
+	wait time.Duration
+}
+
+func (l slowStore) Take(_ context.Context, _ string, limit int, _ time.Time) ratelimit.Quota {
+	l.clock.Advance(l.wait)
+	if limit <= 0 {
+		limit = ratelimit.DefaultPerMinute
+	}
+	return ratelimit.Quota{Allowed: true, Limit: limit, Remaining: limit - 1, Reset: l.clock.Now().Add(ratelimit.Window)}
+}
+
+// The seconds until the quota is whole run from when the limiter answered: a window the store
+// started then has at most its 60 s left, so RateLimit's t never exceeds RateLimit-Policy's w
+// (it said t=61, or more after a longer wait, on a new window's first request).
+func TestRateLimitSecondsNeverExceedTheWindow(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(500)
+	r := s.withLimiter(slowStore{clock: s.clock, wait: 1500 * time.Millisecond}).get(key, "/api/data/towns")
+	if got := r.Header.Get("RateLimit"); got != `"default";r=59;t=60` {
+		t.Fatalf("RateLimit %q after a limiter that answered 1.5 s after the request came; want t=60 (the window it started)", got)
 	}
 }

@@ -165,6 +165,10 @@ func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, p
 			limit = s.RateLimitPerMinute
 		}
 		q := limiter.Take(r.Context(), c.KeyID, limit, now)
+		// The seconds told (RateLimit's t, Retry-After) run from the answer, not from the
+		// request's arrival: a window the store started when it answered has no more than its
+		// 60 s left then, and t never exceeds the policy's w.
+		now = s.now()
 		hdr := w.Header()
 		hdr.Set("X-RateLimit-Limit", strconv.Itoa(q.Limit))
 		hdr.Set("X-RateLimit-Remaining", strconv.Itoa(q.Remaining))
