@@ -439,7 +439,7 @@ func (x *Index) Checkpoint(ctx context.Context) (string, error) {
 	return cp.Checkpoint, nil
 }
 
-// List implements placeindex.Index.
+// List implements placeindex.Index. With q, places are ranked as nameFirst says.
 func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Result, error) {
 	if _, err := x.lastSeen(); err != nil {
 		return placeindex.Result{}, err
@@ -452,9 +452,11 @@ func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Re
 	}
 	sort := []types.SortCombinations{fieldSort("rating_count", sortorder.Desc), fieldSort("place_id", sortorder.Asc)}
 	if words := placeindex.DistinctWords(q.Q); len(words) > 0 {
+		text := &types.BoolQuery{}
 		for _, w := range words {
-			b.Must = append(b.Must, wordQuery(w))
+			text.Must = append(text.Must, wordQuery(w))
 		}
+		nameFirst(b, types.Query{Bool: text}, words)
 		sort = []types.SortCombinations{types.SortOptions{Score_: &types.ScoreSort{Order: &sortorder.Desc}}, fieldSort("place_id", sortorder.Asc)}
 	}
 	res, err := x.search(ctx, &search.Request{

@@ -76,7 +76,8 @@ const checkpointIndexBody = `{
 
 // Relevance weights: a word in the name says more about a place than one in
 // its category, and that more than one in its description. Whole-word fields
-// add a bonus over a bare prefix match.
+// add a bonus over a bare prefix match. They order places whose names hold as
+// many words of q; how many comes first (nameFirst).
 const (
 	boostName        = 3.0
 	boostCategory    = 1.5

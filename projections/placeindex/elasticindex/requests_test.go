@@ -177,3 +177,99 @@ func TestUpsertIndexesWithTheStreamVersionAsAnExternalVersion(t *testing.T) {
 		}
 	}
 }
+
+// docs/api.md, "Places": a place whose name holds more of the words of q ranks above one whose
+// name holds fewer, then by the text score, as in the embedded index. The text query's score is
+// squashed into [0, 1) by a script and every word of q adds 1 when the name holds it; the words
+// count once per folded form, and a word longer than the n-grams is looked up by its first 20
+// folded characters, as bleveindex's nameQuery does.
+func TestListWithQCountsTheWordsOfQTheNameHoldsAboveTheTextScore(t *testing.T) {
+	idx, f := openFake(t)
+	q := "Bourb café CAFE cafe Æstheticallysupercalifragilistic a⑽bcdefghijklmnopqrstuvwxyz"
+	if _, err := idx.List(context.Background(), placeindex.ListQuery{Q: q, TownPrefix: "lex", Limit: 20}); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	raw := f.bodies["POST /places/_search"]
+	var body struct {
+		Query struct {
+			Bool struct {
+				Filter []json.RawMessage
+				Must   []struct {
+					ScriptScore *struct {
+						Query struct {
+							Bool struct{ Must []json.RawMessage }
+						}
+						Script struct{ Source string }
+					} `json:"script_score"`
+				}
+				Should []struct {
+					ConstantScore *struct {
+						Filter json.RawMessage
+						Boost  float64
+					} `json:"constant_score"`
+				}
+				MinimumShouldMatch *int `json:"minimum_should_match"`
+			}
+		}
+		Sort []map[string]json.RawMessage
+	}
+	if err := json.Unmarshal([]byte(raw), &body); err != nil {
+		t.Fatalf("search body %q: %v", raw, err)
+	}
+	b := body.Query.Bool
+	// The text query: every distinct word of q must match, scored s/(1+s).
+	if len(b.Must) != 1 || b.Must[0].ScriptScore == nil {
+		t.Fatalf("must = %s, want one script_score:\n%s", raw, raw)
+	}
+	ss := b.Must[0].ScriptScore
+	if ss.Script.Source != "_score / (1 + _score)" {
+		t.Errorf("script %q, want _score / (1 + _score)", ss.Script.Source)
+	}
+	if words := placeindex.DistinctWords(q); len(ss.Query.Bool.Must) != len(words) {
+		t.Errorf("script_score's query holds %d must clauses, want one per distinct word %v:\n%s", len(ss.Query.Bool.Must), words, raw)
+	}
+	for _, w := range []string{`"name.grams":{"boost":3,"operator":"and","query":"bourb"}`, `"description.grams":{"boost":1,"operator":"and","query":"café"}`} {
+		if !strings.Contains(raw, w) {
+			t.Errorf("search body lacks the text clause %s:\n%s", w, raw)
+		}
+	}
+	// The should clauses only add to the score: the must and the filter choose the places.
+	if b.MinimumShouldMatch == nil || *b.MinimumShouldMatch != 0 {
+		t.Errorf("minimum_should_match = %v, want 0:\n%s", b.MinimumShouldMatch, raw)
+	}
+	if len(b.Filter) != 1 || string(b.Filter[0]) != `{"prefix":{"town_slug":{"value":"lex"}}}` {
+		t.Errorf("filter = %s, want the town prefix alone", b.Filter)
+	}
+	// One clause of 1 per word of q the name may hold: café, CAFE and cafe are one.
+	want := []string{
+		`{"match":{"name.grams":{"operator":"and","query":"bourb"}}}`,
+		`{"match":{"name.grams":{"operator":"and","query":"café"}}}`,
+		// Longer than the n-grams: its first 20 characters once folded (Æ is AE).
+		`{"match":{"name.grams":{"operator":"and","query":"aestheticallysuperca"}}}`,
+		// Folds into several words, which cannot be cut: a prefix of a whole word of the name.
+		`{"bool":{"minimum_should_match":1,"should":[{"match":{"name.grams":{"operator":"and","query":"a⑽bcdefghijklmnopqrstuvwxyz"}}},` +
+			`{"match_bool_prefix":{"name":{"operator":"and","query":"a⑽bcdefghijklmnopqrstuvwxyz"}}}]}}`,
+	}
+	if len(b.Should) != len(want) {
+		t.Fatalf("%d should clauses, want %d:\n%s", len(b.Should), len(want), raw)
+	}
+	for i, s := range b.Should {
+		if s.ConstantScore == nil || s.ConstantScore.Boost != 1 || string(s.ConstantScore.Filter) != want[i] {
+			t.Errorf("should[%d] = %+v, want constant_score 1 of %s:\n%s", i, s.ConstantScore, want[i], raw)
+		}
+	}
+	if len(body.Sort) != 2 || body.Sort[0]["_score"] == nil || body.Sort[1]["place_id"] == nil {
+		t.Errorf("sort = %s, want _score then place_id", raw)
+	}
+
+	// Without q, nothing is scored.
+	if _, err := idx.List(context.Background(), placeindex.ListQuery{TownPrefix: "lex", Limit: 20}); err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	raw = f.bodies["POST /places/_search"]
+	for _, no := range []string{"script_score", "constant_score", "should"} {
+		if strings.Contains(raw, no) {
+			t.Errorf("list without q asks for %s:\n%s", no, raw)
+		}
+	}
+}
