@@ -227,13 +227,65 @@ func (s *suite) qSearchesCategoryAndDescription(t *testing.T) {
 	wantIDs(t, "words across fields", mustList(t, idx, placeindex.ListQuery{Q: "bbq smoked county", Limit: 100}), "p-county")
 }
 
+// docs/api.md, "Places": "Names weigh more than descriptions in the relevance order". A place
+// whose name holds more of the words of q (as prefixes of its words) ranks above one whose name
+// holds fewer, whatever its category and description say: a long name holding a word once ranks
+// above a short description repeating it among many places that do not say it (which a text
+// score alone ranks the other way), and a popular place gains nothing from its rating count.
+// Among places whose names hold as many, the order is the text score's, which the contract
+// leaves to each index; pages keep the order.
 func (s *suite) qRanksNameAboveDescription(t *testing.T) {
 	idx := s.open(t)
-	mustUpsert(t, idx, []placeindex.Doc{
+	docs := []placeindex.Doc{
 		{PlaceID: "a-desc", Name: "Corner Tavern", Category: "food.bar", Description: "Neighbourhood bar with a long list of small-batch spirits and bourbon flights.", RatingCount: 1000},
 		{PlaceID: "b-name", Name: "Bourbon Bar", Category: "food.bar", Description: "Cocktails.", RatingCount: 1},
-	}, nil, "c1")
-	wantIDs(t, "q=bourbon", mustList(t, idx, placeindex.ListQuery{Q: "bourbon", Limit: 10}), "b-name", "a-desc")
+		{PlaceID: "c-long-name", Name: "Old Kentucky Bourbon Barrel Tavern and Smokehouse Grill", Category: "food.bar",
+			Description: "A tavern on Main Street serving smoked meats, local beer and live music on weekends."},
+		{PlaceID: "d-short-desc", Name: "Zed Tap", Category: "food.bar", Description: "Bourbon tastings and bourbon flights."},
+		{PlaceID: "e-long-word", Name: "Supercalifragilisticexpialidocious Sweets and Treats of Old Kentucky", Category: "food.dessert"},
+		{PlaceID: "f-long-word-desc", Name: "Zed Sweets", Category: "food.dessert", Description: "Supercalifragilisticexpialidocious supercalifragilisticexpialidocious."},
+	}
+	for i := range 30 {
+		docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("other-%02d", i), Name: "Corner Cafe", Category: "food.cafe", Description: "Coffee."})
+	}
+	mustUpsert(t, idx, docs, nil, "c1")
+	for _, c := range []struct {
+		q     string
+		tiers [][]string // the places of a tier rank above those of the next, in any order of their own
+	}{
+		{"bourbon", [][]string{{"b-name", "c-long-name"}, {"a-desc", "d-short-desc"}}},
+		{"bourb", [][]string{{"b-name", "c-long-name"}, {"a-desc", "d-short-desc"}}},
+		{"BOURBON bourbon", [][]string{{"b-name", "c-long-name"}, {"a-desc", "d-short-desc"}}},
+		{"bourbon tavern", [][]string{{"c-long-name"}, {"a-desc"}}},
+		// Words longer than the n-grams, whole and as a prefix.
+		{"supercalifragilisticexpialidocious", [][]string{{"e-long-word"}, {"f-long-word-desc"}}},
+		{"supercalifragilisticexp", [][]string{{"e-long-word"}, {"f-long-word-desc"}}},
+	} {
+		all := mustList(t, idx, placeindex.ListQuery{Q: c.q, Limit: 100})
+		got, rest := ids(all), ids(all)
+		for _, tier := range c.tiers {
+			if len(rest) < len(tier) || !slices.Equal(slices.Sorted(slices.Values(rest[:len(tier)])), tier) {
+				t.Errorf("q=%q: got ids %v, want the tiers %v", c.q, got, c.tiers)
+				rest = nil
+				break
+			}
+			rest = rest[len(tier):]
+		}
+		if len(rest) > 0 {
+			t.Errorf("q=%q: got ids %v, want the tiers %v", c.q, got, c.tiers)
+		}
+		var paged []string
+		for offset := 0; offset < len(got); offset += 2 {
+			page := mustList(t, idx, placeindex.ListQuery{Q: c.q, Limit: 2, Offset: offset})
+			if page.Total != len(got) {
+				t.Errorf("q=%q offset %d: Total %d, want %d", c.q, offset, page.Total, len(got))
+			}
+			paged = append(paged, ids(page)...)
+		}
+		if !slices.Equal(paged, got) {
+			t.Errorf("q=%q: pages of 2 give %v, one page %v", c.q, paged, got)
+		}
+	}
 }
 
 func (s *suite) qAndTownCombine(t *testing.T) {
