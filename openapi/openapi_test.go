@@ -6,6 +6,7 @@ import (
 
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 
 	"github.com/kyapi/kyapi/openapi"
 )
@@ -82,6 +83,38 @@ func TestDocumentDescribesEveryPublicPath(t *testing.T) {
 		}
 		if w.secured && item.Get.Responses.Codes.GetOrZero("200").Headers.GetOrZero("X-Credits-Remaining") == nil {
 			t.Errorf("GET %s 200 does not declare X-Credits-Remaining", w.path)
+		}
+		// A data request's body is read and dropped (readapi.dropBody): over 64 KiB it is 413,
+		// broken off before its end 400, on every data route.
+		if w.secured {
+			for _, code := range []string{"400", "413"} {
+				if item.Get.Responses.Codes.GetOrZero(code) == nil {
+					t.Errorf("GET %s does not declare %s (a request body that is too large or cannot be read)", w.path, code)
+				}
+			}
+		}
+		// Every method the path does not take is refused with 405 and Allow, after the key is
+		// checked (readapi's MethodNotAllowedHandler): the document has that operation too.
+		refused := map[string]*v3.Operation{
+			"PUT": item.Put, "POST": item.Post, "DELETE": item.Delete,
+			"OPTIONS": item.Options, "PATCH": item.Patch, "TRACE": item.Trace,
+		}
+		if w.secured {
+			refused["HEAD"] = item.Head
+		} else if item.Head == nil || len(item.Head.Security) > 0 {
+			t.Errorf("HEAD %s is missing, or asks for a key", w.path)
+		}
+		for m, op := range refused {
+			if op == nil {
+				t.Errorf("%s %s is missing: the server answers it 405", m, w.path)
+				continue
+			}
+			if r := op.Responses.Codes.GetOrZero("405"); r == nil || r.Headers.GetOrZero("Allow") == nil {
+				t.Errorf("%s %s does not declare 405 with Allow", m, w.path)
+			}
+			if len(op.Security) == 0 {
+				t.Errorf("%s %s is not secured: every request but GET and HEAD of /healthz and /openapi.json needs a key", m, w.path)
+			}
 		}
 	}
 }

@@ -1,7 +1,11 @@
 package readapi_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/openapi/openapitest"
 )
 
 // waitingMeter is the real meter, but a charge waits until its request's context ends, as a
@@ -65,27 +70,66 @@ func TestAClientGoneWhileItsChargeWaitsIsSeenAlsoWithABody(t *testing.T) {
 }
 
 // A body is dropped, not read as anything: a small one is served as without it; one over
-// 64 KiB is a 413 (code bad_request) and charges nothing.
+// 64 KiB is a 413 (code bad_request) and charges nothing, on every data route, as the OpenAPI
+// document says.
 func TestAReadRequestsBodyIsDroppedAndALargeOneRefused(t *testing.T) {
 	s := newStack(t)
 	account, key := s.customer(500)
-	send := func(body string) *http.Response {
-		req, err := http.NewRequest(http.MethodGet, s.server.URL+"/api/data/places/lex-coffee", strings.NewReader(body))
+	for _, p := range documentedPaths(t) {
+		if p.keyless {
+			continue // served without reading the body
+		}
+		r := s.checked(http.MethodGet, key, p.path, strings.NewReader(strings.Repeat("x", 65<<10)))
+		r.expectError(t, http.StatusRequestEntityTooLarge, "bad_request")
+	}
+	if b := s.balance(account); b != 1000 {
+		t.Fatalf("balance %d after 65 KiB bodies, want 1000 (nothing charged)", b)
+	}
+	if r := s.checked(http.MethodGet, key, "/api/data/places/lex-coffee", strings.NewReader("{}")); r.Status != http.StatusOK || s.balance(account) != 999 {
+		t.Fatalf(`a "{}" body: %d, balance %d`, r.Status, s.balance(account))
+	}
+}
+
+// A body that breaks off before its end (its client stops sending within a chunk, or before
+// its Content-Length) cannot be dropped: 400 bad_request on every data route, those that read
+// no parameter included, as the OpenAPI document says; nothing charged.
+func TestAReadRequestsBodyThatBreaksOffIs400(t *testing.T) {
+	s := newStack(t)
+	account, key := s.customer(500)
+	for i, p := range documentedPaths(t) {
+		if p.keyless {
+			continue
+		}
+		conn, err := net.Dial("tcp", s.server.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		framing := "Transfer-Encoding: chunked\r\n\r\n10\r\n"
+		if i%2 == 1 {
+			framing = "Content-Length: 100\r\n\r\n"
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n%sonly part", p.path, key, framing)
+		_ = conn.(*net.TCPConn).CloseWrite()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		_ = conn.Close()
+		req, err := http.NewRequest(http.MethodGet, s.server.URL+p.path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+		openapitest.New(t).Check(t, req, resp, body)
+		r := response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		r.expectError(t, http.StatusBadRequest, "bad_request")
+		if !strings.Contains(string(body), "the request body could not be read") {
+			t.Errorf("GET %s with a body cut short: %s; want it to say the body could not be read", p.path, body)
 		}
-		resp.Body.Close()
-		return resp
 	}
-	if resp := send(strings.Repeat("x", 65<<10)); resp.StatusCode != http.StatusRequestEntityTooLarge || s.balance(account) != 1000 {
-		t.Fatalf("a 65 KiB body: %d, balance %d", resp.StatusCode, s.balance(account))
-	}
-	if resp := send("{}"); resp.StatusCode != http.StatusOK || s.balance(account) != 999 {
-		t.Fatalf(`a "{}" body: %d, balance %d`, resp.StatusCode, s.balance(account))
+	if b := s.balance(account); b != 1000 {
+		t.Fatalf("balance %d, want 1000 (nothing charged)", b)
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -245,6 +247,73 @@ func TestAnUnknownRouteOrMethodIgnoresItsQueryString(t *testing.T) {
 	}
 	if r := s.get(key, "/api/data/places/lex-bourbon-bar?x=50%off"); r.Status != http.StatusOK {
 		t.Errorf("detail with a query it does not read: %d %s", r.Status, r.Body)
+	}
+}
+
+// documentedPath is a path of the OpenAPI document, as a request names it ({placeId} filled
+// in), and whether it is served without a key.
+type documentedPath struct {
+	path    string
+	keyless bool
+}
+
+// documentedPaths lists every path of the OpenAPI document.
+func documentedPaths(t *testing.T) []documentedPath {
+	t.Helper()
+	var doc struct {
+		Paths map[string]struct {
+			Get struct {
+				Security []map[string][]string `json:"security"`
+			} `json:"get"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.Document(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []documentedPath
+	for _, p := range slices.Sorted(maps.Keys(doc.Paths)) {
+		out = append(out, documentedPath{
+			path:    strings.ReplaceAll(p, "{placeId}", "lex-coffee"),
+			keyless: len(doc.Paths[p].Get.Security) == 0,
+		})
+	}
+	if len(out) < 12 {
+		t.Fatalf("the document has %d paths; the test expects the read API's 12", len(out))
+	}
+	return out
+}
+
+// Every path answers a method it does not take with 405 (code bad_request) and an Allow header
+// naming those it takes, after authentication (a key is needed even where GET needs none), as
+// the OpenAPI document says: an operation for each such method, whose answers are those.
+func TestAMethodAPathDoesNotTakeIs405AsTheDocumentSays(t *testing.T) {
+	s := newStack(t)
+	for _, p := range documentedPaths(t) {
+		_, key := s.customer(0) // a key per path: all the requests are more than one key's minute
+		allow := "GET"
+		methods := []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions, http.MethodTrace}
+		if p.keyless {
+			allow = "GET, HEAD"
+		} else {
+			methods = append(methods, http.MethodHead)
+		}
+		for _, m := range methods {
+			r := s.checked(m, key, p.path, nil)
+			if m == http.MethodHead {
+				if r.Status != http.StatusMethodNotAllowed {
+					t.Errorf("HEAD %s: %d, want 405", p.path, r.Status)
+				}
+			} else {
+				r.expectError(t, http.StatusMethodNotAllowed, "bad_request")
+			}
+			if got := r.Header.Get("Allow"); got != allow {
+				t.Errorf("%s %s: Allow %q, want %q", m, p.path, got, allow)
+			}
+		}
+		s.checked(http.MethodPost, "", p.path, nil).expectError(t, http.StatusUnauthorized, "missing_api_key")
+		// The body is read and dropped before the method is looked at.
+		s.checked(http.MethodPost, key, p.path, strings.NewReader(strings.Repeat("x", 65<<10))).
+			expectError(t, http.StatusRequestEntityTooLarge, "bad_request")
 	}
 }
 

@@ -235,16 +235,28 @@ func (s *stack) get(key, path string) response {
 	return s.do(http.MethodGet, key, path, true)
 }
 
-// unchecked requests path without validating the answer: for routes and methods the
-// OpenAPI document does not describe.
+// unchecked requests path without validating the answer: for paths the OpenAPI document does
+// not describe.
 func (s *stack) unchecked(method, key, path string) response {
 	s.t.Helper()
 	return s.do(method, key, path, false)
 }
 
+// checked requests path with method and key (none when ""), sending body (none when nil), and
+// validates the response against the OpenAPI document.
+func (s *stack) checked(method, key, path string, body io.Reader) response {
+	s.t.Helper()
+	return s.send(method, key, path, body, true)
+}
+
 func (s *stack) do(method, key, path string, validate bool) response {
 	s.t.Helper()
-	req, err := http.NewRequest(method, s.server.URL+path, nil)
+	return s.send(method, key, path, nil, validate)
+}
+
+func (s *stack) send(method, key, path string, reqBody io.Reader, validate bool) response {
+	s.t.Helper()
+	req, err := http.NewRequest(method, s.server.URL+path, reqBody)
 	if err != nil {
 		s.t.Fatal(err)
 	}
