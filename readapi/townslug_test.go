@@ -3,6 +3,7 @@ package readapi_test
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,6 +45,37 @@ func townSlugWorksDirectly(t *testing.T, slug string) {
 		}
 		if rows, _ := r.rows(t); len(rows) != 1 {
 			t.Errorf("GET %s?town=%s: %d rows, want the town's 1: %s", path, slug, len(rows), r.Body)
+		}
+	}
+}
+
+// What docs/api.md and the OpenAPI document say of `town` values beyond aliases and slugs: a
+// value made only of '-' is slug-shaped, so it passes through and matches the slugs that begin
+// with it; any other value is slugified first ("st. matthews" is st-matthews), and one left
+// with no letter or digit a slug can hold ("- -", "-!", "!!!") matches no town.
+func TestATownValueIsSlugifiedUnlessItIsSlugShaped(t *testing.T) {
+	s := newProjectedStack(t, []map[string]any{
+		{"record": "town", "slug": "-dash-first", "name": "Dash First"},
+		{"record": "town", "slug": "st-matthews", "name": "St. Matthews"},
+		placeRecord("dash-cafe", "Dash Cafe", "food.cafe", "-dash-first", 37.5, -85.0, 10, nil),
+		placeRecord("stm-cafe", "St Matthews Cafe", "food.cafe", "st-matthews", 38.25, -85.65, 10, nil),
+	})
+	key := s.key()
+	for _, c := range []struct {
+		town string
+		want []string
+	}{
+		{"-", []string{"dash-cafe"}},
+		{"--", nil},
+		{"st. matthews", []string{"stm-cafe"}},
+		{"St.  Matthews", []string{"stm-cafe"}},
+		{"- -", nil},
+		{"-!", nil},
+		{"!!!", nil},
+	} {
+		rows, _ := s.get(key, "/api/data/places?town="+url.QueryEscape(c.town)).rows(t)
+		if got := ids(rows); !slices.Equal(got, c.want) {
+			t.Errorf("town=%q: %v, want %v", c.town, got, c.want)
 		}
 	}
 }
