@@ -15,3 +15,8 @@ CREATE TRIGGER event_store_identity_fixed BEFORE UPDATE OR DELETE ON event_store
     FOR EACH ROW EXECUTE FUNCTION kyapi_append_only();
 CREATE TRIGGER event_store_identity_no_truncate BEFORE TRUNCATE ON event_store_identity
     FOR EACH STATEMENT EXECUTE FUNCTION kyapi_append_only();
+
+-- Every process reads the id at start, the serving role too, which a deployment may have
+-- granted its privileges before this table existed (docs/operations.md, "Tamper evidence"):
+-- the id is no secret, and anyone connected may read it.
+GRANT SELECT ON event_store_identity TO PUBLIC;

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/audit"
@@ -282,5 +283,27 @@ func TestTheChargeFunctionMovesEachHeadToItsNewestEventOrRaises(t *testing.T) {
 	}
 	if version != 2 || string(hash) != string(h2) || position != newest || positions[0] != newest {
 		t.Fatalf("head v%d hash %x at %d (returned %v); want v2 hash %x at %d", version, hash, position, positions, h2, newest)
+	}
+}
+
+// The partitions function runs as its owner with a search_path fixed to the schema the events
+// table is in, not to the migrating session's first schema: a role with a schema of its own
+// name ("$user" comes first in the default search_path) pinned it there, and partitions could
+// no longer be made ahead of the appends.
+func TestThePartitionFunctionSearchesTheSchemaOfTheEvents(t *testing.T) {
+	ctx := context.Background()
+	pool := databaseThrough(t, "0030_no_chain_by_an_empty_name.sql")
+	var user string
+	if err := pool.QueryRow(ctx, `SELECT current_user`).Scan(&user); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+pgx.Identifier{user}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrations.Apply(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT kyapi_ensure_event_partitions(4)`); err != nil {
+		t.Fatalf("partitions ahead, after migrating as a role with a schema of its own: %v", err)
 	}
 }
