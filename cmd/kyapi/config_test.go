@@ -118,7 +118,8 @@ func TestAnAdminTokenThatCannotBeSentIsRefused(t *testing.T) {
 		"":                     true, // serve warns: the admin API refuses every call
 		"s3cret-admin-token\n": false,
 		" s3cret-admin-token":  false,
-		"s3cret\tadmin":        false,
+		"s3cret\tadmin":        true, // a tab inside a field value is sent as it is
+		"s3cret\radmin":        false,
 	} {
 		t.Setenv("ADMIN_TOKEN", value)
 		_, err := app.LoadConfig()

@@ -72,8 +72,8 @@ func LoadConfig() (Config, error) {
 	}
 	// A token that cannot be sent in a header (HTTP trims a value's white space; a control
 	// character has no place in one) would leave every admin call 401 without a word.
-	if strings.TrimSpace(c.AdminToken) != c.AdminToken || strings.ContainsFunc(c.AdminToken, unicode.IsControl) {
-		return c, fmt.Errorf("ADMIN_TOKEN must not begin or end with white space nor hold a control character (a secret file's trailing newline?): such a token cannot be sent in an Authorization header")
+	if strings.TrimSpace(c.AdminToken) != c.AdminToken || strings.ContainsFunc(c.AdminToken, notInAHeader) {
+		return c, fmt.Errorf("ADMIN_TOKEN must not begin or end with white space nor hold a control character other than a tab (a secret file's trailing newline?): such a token cannot be sent in an Authorization header")
 	}
 	c.AdminAddrDefault = os.Getenv("ADMIN_ADDR") == ""
 	// Checked here, before serve opens anything: a bad address would otherwise show only once
@@ -179,6 +179,10 @@ func canonicalBaseURL(v string) (string, error) {
 	}
 	return strings.TrimRight(v, "/"), nil
 }
+
+// notInAHeader tells a character an HTTP field value cannot hold: a control character other than
+// a tab.
+func notInAHeader(r rune) bool { return unicode.IsControl(r) && r != '\t' }
 
 // notURIChar tells a character a URI never holds as it is (RFC 3986: neither unreserved,
 // reserved nor the % of an escape).
