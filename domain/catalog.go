@@ -443,13 +443,11 @@ func catalogParseEvent(o catalogObject) (CalendarEvent, *catalogFieldError) {
 	if start == nil {
 		return e, catalogErr(o.name("start_date"), "is required")
 	}
-	if start.Nanosecond()%int(time.Microsecond) != 0 {
-		// The events list is sorted by start_date as PostgreSQL keeps it, to the microsecond,
-		// and serves it as imported (docs/limits.md, "Catalog import"): finer, an event that
-		// starts later could be listed first.
-		return e, catalogErr(o.name("start_date"), "must be in whole microseconds: no digit but 0 past the sixth after the seconds' decimal point")
-	}
-	e.StartDate = *start
+	// The events list is sorted by start_date as PostgreSQL keeps it, to the microsecond, and
+	// serves the start the import gave: finer, an event that starts later could be listed
+	// first. Digits past the sixth are cut (docs/limits.md, "Catalog import"), as exports of
+	// .NET's round-trip format (seven digits) write them, rather than refuse such catalogs.
+	e.StartDate = start.Truncate(time.Microsecond)
 	if e.EndDate, ferr = o.timestamp("end_date"); ferr != nil {
 		return e, ferr
 	}
