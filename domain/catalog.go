@@ -531,12 +531,13 @@ func catalogParsePlace(o catalogObject) (Place, *catalogFieldError) {
 		return p, ferr
 	}
 	if p.Website != nil {
-		if problem := catalogURIProblem(*p.Website); problem != "" {
-			return p, catalogErr(o.name("website"), "must be a URI: %s", problem)
+		// Served as a URI: what is not written as one is written so (WebURI), not refused, so
+		// that an export that imported before imports still.
+		uri, err := WebURI(*p.Website)
+		if err != nil {
+			return p, catalogErr(o.name("website"), "%s", err.Error())
 		}
-		if !catalogIsWebURL(*p.Website) {
-			return p, catalogErr(o.name("website"), "must be an absolute http or https URL")
-		}
+		p.Website = &uri
 	}
 	if p.Rating, ferr = o.numberIn("rating", 0, 5); ferr != nil {
 		return p, ferr
@@ -810,52 +811,8 @@ func catalogCheckSlug(field, slug string) *catalogFieldError {
 	return nil
 }
 
-// catalogURIChars are the characters of a URI (RFC 3986): unreserved, reserved and '%'.
-const catalogURIChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$&'()*+,;=%"
-
-// catalogURIProblem says why s is not written as a URI, or "" when it is. The website is served
-// as a URI (docs/limits.md, "Catalog import"), and net/url takes what no URI holds (a space,
-// '<', '"', a '%' in the query that starts no escape): refused, never rewritten, so that what
-// is served is what the import gave.
-func catalogURIProblem(s string) string {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '%':
-			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
-				return "'%' must start an escape of two hex digits (a '%' itself is %25)"
-			}
-		case c >= utf8.RuneSelf:
-			r, _ := utf8.DecodeRuneInString(s[i:])
-			return fmt.Sprintf("%q is not a URI character (percent-encode it as UTF-8, a host name in punycode)", r)
-		case strings.IndexByte(catalogURIChars, c) < 0:
-			return fmt.Sprintf("%q is not a URI character (percent-encode it, a space as %%20)", c)
-		}
-	}
-	if strings.Count(s, "#") > 1 {
-		return "'#' starts the fragment once (a '#' in it is %23)"
-	}
-	// '[' and ']' enclose an IP address as the host, nowhere else.
-	rest := s
-	if _, after, ok := strings.Cut(s, "//"); ok {
-		rest = after[strings.IndexAny(after+"/", "/?#"):]
-	}
-	if strings.ContainsAny(rest, "[]") {
-		return "'[' and ']' only enclose an IP address as the host (elsewhere %5B and %5D)"
-	}
-	return ""
-}
-
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func catalogIsWebURL(s string) bool {
-	u, err := url.Parse(s)
-	if err != nil || u.Host == "" || u.Opaque != "" {
-		return false
-	}
-	scheme := strings.ToLower(u.Scheme)
-	return scheme == "http" || scheme == "https"
 }
 
 // catalogObject is one JSON object of a line, with the path under which its fields are
