@@ -94,6 +94,10 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 		"https://example.com/50%":       "",
 		"https://example.com/%zz":       "",
 		"https://example.com/caf%C3%A9": "https://example.com/caf%C3%A9",
+		"https://example.com/a[1]":      "",
+		"https://café.example":          "", // write it https://xn--caf-dma.example
+		"https://xn--caf-dma.example":   "https://xn--caf-dma.example",
+		"http://[::1]:8080":             "http://[::1]:8080",
 		"https://example.com/a~b-c_d.e": "https://example.com/a~b-c_d.e",
 	} {
 		t.Setenv("CANONICAL_BASE_URL", value)
@@ -104,6 +108,10 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 		case want != "" && (err != nil || cfg.CanonicalBaseURL != want):
 			t.Errorf("CANONICAL_BASE_URL=%q: %v, base %q; want %q", value, err, cfg.CanonicalBaseURL, want)
 		}
+	}
+	t.Setenv("CANONICAL_BASE_URL", "https://café.example/a b")
+	if _, err := app.LoadConfig(); err == nil || !strings.Contains(err.Error(), "write it https://xn--caf-dma.example/a%20b") {
+		t.Errorf("CANONICAL_BASE_URL not written as a URI: %v; want the form to write", err)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/commands"
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/ratelimit"
 )
 
@@ -174,8 +175,13 @@ func canonicalBaseURL(v string) (string, error) {
 		return bad("it must not hold a user name or password")
 	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.ContainsAny(v, "?#"):
 		return bad("it must not hold a query or a fragment")
-	case strings.ContainsFunc(v, notURIChar):
-		return bad("a URI holds no space, quote, angle bracket, backslash or other character it would have to escape: write it %-escaped")
+	}
+	// Every canonical_url is {base}/places/{id}, served as a URI: a base not written as one is
+	// refused, with the form to write (the import writes a website so, domain.WebURI).
+	if uri, err := domain.WebURI(v); err != nil {
+		return bad(err.Error())
+	} else if uri != v {
+		return bad("not written as a URI: write it " + uri)
 	}
 	return strings.TrimRight(v, "/"), nil
 }
@@ -183,16 +189,6 @@ func canonicalBaseURL(v string) (string, error) {
 // notInAHeader tells a character an HTTP field value cannot hold: a control character other than
 // a tab.
 func notInAHeader(r rune) bool { return unicode.IsControl(r) && r != '\t' }
-
-// notURIChar tells a character a URI never holds as it is (RFC 3986: neither unreserved,
-// reserved nor the % of an escape).
-func notURIChar(r rune) bool {
-	switch {
-	case 'a' <= r && r <= 'z', 'A' <= r && r <= 'Z', '0' <= r && r <= '9':
-		return false
-	}
-	return !strings.ContainsRune("-._~:/?#[]@!$&'()*+,;=%", r)
-}
 
 // checkElasticsearchURL checks ELASTICSEARCH_URL: an http or https URL with a host (and
 // optionally credentials and a path). The error never repeats a password it holds.
