@@ -55,10 +55,11 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	}
 	text := strings.TrimSpace(q.Get("q"))
 	words := placeindex.DistinctWords(text)
-	if len(words) > maxQueryWords {
+	if len(words) > maxQueryWords || placeindex.Clauses(text) > maxQueryWords {
 		// Each word is a clause every place must match: a q of 60 short words cost a second of
-		// CPU, and nothing when it matched nothing.
-		return httpx.BadParam("q", "must hold at most %d different words", maxQueryWords)
+		// CPU, and nothing when it matched nothing. Counted as the indexes fold them too: one
+		// word of symbols that fold to letters ("aa⑴ab⑴...") is many.
+		return httpx.BadParam("q", "must hold at most %d different words (counted once folded to ASCII: \"a⑽b\" is a, 10 and b)", maxQueryWords)
 	}
 	town := ResolveTown(q.Get("town"))
 	if text != "" && len(words) == 0 || town == unmatchableTown {

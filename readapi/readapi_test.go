@@ -454,8 +454,19 @@ func TestAQHoldsAtMost16DifferentWordsAndARepeatedWordCountsOnce(t *testing.T) {
 	if rows, m := s.get(key, "/api/data/places?q="+url.QueryEscape(strings.Join(words[:16], " "))).rows(t); len(rows) != 0 || m.CreditsUsed != 0 {
 		t.Fatalf("16 different words that match nothing: %d rows, %d credits", len(rows), m.CreditsUsed)
 	}
+	// Counted as the indexes fold them: one word of letters and circled digits ("a⑴b⑵...",
+	// "⑴" folds to "(1)") is as many clauses as the words it folds to.
+	folded := ""
+	for i := range 17 {
+		folded += string(rune('a'+i)) + string(rune('⑴'+i%9))
+	}
+	r = s.get(key, "/api/data/places?q="+url.QueryEscape(folded))
+	r.expectError(t, http.StatusBadRequest, "bad_request")
+	if !strings.Contains(string(r.Body), "16") {
+		t.Fatalf("one word folding to 26 different words: %s", r.Body)
+	}
 	if b := s.balance(account); b != before {
-		t.Fatalf("balance %d after the 400 and the empty list, want %d", b, before)
+		t.Fatalf("balance %d after the 400s and the empty list, want %d", b, before)
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"unicode"
+
+	"github.com/blevesearch/bleve/v2/analysis/char/asciifolding"
 )
 
 // EarthRadiusKm is the mean earth radius used for every distance the index
@@ -170,6 +172,28 @@ func DistinctWords(q string) []string {
 		seen[w] = true
 		return false
 	})
+}
+
+var folding = asciifolding.New()
+
+// FoldedWords is a word of q as both indexes analyse it: folded to ASCII (the embedded index's
+// port of Lucene's ASCIIFoldingFilter, the filter Elasticsearch's asciifolding runs), then
+// split into runs of letters and digits, lower-cased. A word whose folding holds other
+// characters is several: "a⑽b" folds to "a(10)b", the words a, 10 and b.
+func FoldedWords(word string) []string {
+	return Words(string(folding.Filter([]byte(word))))
+}
+
+// Clauses is the number of different folded words of q's words: the clauses an index asks
+// every place to match, which the read API bounds (docs/limits.md).
+func Clauses(q string) int {
+	seen := map[string]bool{}
+	for _, w := range DistinctWords(q) {
+		for _, f := range FoldedWords(w) {
+			seen[f] = true
+		}
+	}
+	return len(seen)
 }
 
 // SortHitsByDistance orders hits nearest first, ties by PlaceID.

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/blevesearch/bleve/v2/analysis/char/asciifolding"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types"
 	"github.com/elastic/go-elasticsearch/v8/typedapi/types/enums/operator"
 
@@ -40,7 +39,7 @@ func nameClauses(words []string) []types.Query {
 	var clauses []types.Query
 	seen := map[string]bool{}
 	for _, w := range words {
-		folded := foldedWords(w)
+		folded := placeindex.FoldedWords(w)
 		key := strings.Join(folded, " ")
 		if key == "" {
 			key = w // folds to no word at all: its own clause, as its text clause is
@@ -53,15 +52,6 @@ func nameClauses(words []string) []types.Query {
 		clauses = append(clauses, types.Query{ConstantScore: &types.ConstantScoreQuery{Filter: nameQuery(w, folded), Boost: &one}})
 	}
 	return clauses
-}
-
-var folding = asciifolding.New()
-
-// foldedWords is word as the embedded index analyses it: folded to ASCII by the embedded
-// index's own char filter (bleve's port of Lucene's ASCIIFoldingFilter, the filter
-// Elasticsearch's asciifolding runs), then split into runs of letters and digits, lower-cased.
-func foldedWords(word string) []string {
-	return placeindex.Words(string(folding.Filter([]byte(word))))
 }
 
 // nameQuery matches places where word prefixes a word of the name, as the embedded index
