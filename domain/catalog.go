@@ -451,7 +451,7 @@ func catalogParseEvent(o catalogObject) (CalendarEvent, *catalogFieldError) {
 	if e.EndDate, ferr = o.timestamp("end_date"); ferr != nil {
 		return e, ferr
 	}
-	if e.EndDate != nil && e.EndDate.Before(e.StartDate) {
+	if e.EndDate != nil && e.EndDate.Before(*start) { // the start as given, not as cut
 		return e, catalogErr(o.name("end_date"), "must not be before start_date")
 	}
 	if e.TownSlug, ferr = o.optionalString("town_slug"); ferr != nil {

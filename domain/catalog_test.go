@@ -421,4 +421,10 @@ func TestAnEventStartFinerThanAMicrosecondIsCutToIt(t *testing.T) {
 			t.Errorf("start_date %s: %s, want %s", start, got, want)
 		}
 	}
+	// The end is compared with the start as given: 400 ns before it is still before it.
+	_, err := domain.ParseCatalog(strings.NewReader(`{"record":"event","event_id":"e1","title":"T","start_date":"2026-12-01T10:00:00.0000009Z","end_date":"2026-12-01T10:00:00.0000005Z"}` + "\n"))
+	var ie *domain.ImportError
+	if !errors.As(err, &ie) || ie.Field != "end_date" {
+		t.Errorf("an end 400 ns before the start: %v; want it refused naming end_date", err)
+	}
 }

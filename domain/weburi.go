@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -35,17 +36,27 @@ func WebURI(s string) (string, error) {
 		end = len(rest)
 	}
 	authority, tail := rest[:end], rest[end:]
+	if strings.IndexByte(authority, '\\') >= 0 {
+		// A browser reads '\\' as '/' in an http URL: the host would not be the one served.
+		return "", fmt.Errorf("must be an absolute http or https URL: '\\' before the path")
+	}
 	userinfo, hostport := "", authority
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		userinfo, hostport = escapeURI(authority[:i+1], false), authority[i+1:]
+		userinfo, hostport = strings.ReplaceAll(escapeURI(authority[:i], false), "@", "%40")+"@", authority[i+1:]
 	}
-	if !strings.HasPrefix(hostport, "[") { // an IP literal is left to url.Parse
-		host, port := hostport, ""
+	host, port := hostport, ""
+	if strings.HasPrefix(hostport, "[") {
+		j := strings.IndexByte(hostport, ']')
+		if j < 0 {
+			return "", fmt.Errorf("must be an absolute http or https URL with a host")
+		}
+		host, port = hostport[:j+1], hostport[j+1:]
+		if a, err := netip.ParseAddr(host[1:j]); err != nil || !a.Is6() || a.Zone() != "" {
+			return "", fmt.Errorf("host %q is not an IPv6 address", host)
+		}
+	} else {
 		if i := strings.LastIndexByte(hostport, ':'); i >= 0 {
 			host, port = hostport[:i], hostport[i:]
-		}
-		if host == "" {
-			return "", fmt.Errorf("must be an absolute http or https URL with a host")
 		}
 		if !isASCII(host) {
 			ascii, err := idna.Lookup.ToASCII(host)
@@ -54,8 +65,16 @@ func WebURI(s string) (string, error) {
 			}
 			host = ascii
 		}
-		hostport = host + port
+		if host == "" || strings.ContainsFunc(host, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._~!$&'()*+,;=", r))
+		}) {
+			return "", fmt.Errorf("must be an absolute http or https URL with a host name")
+		}
 	}
+	if strings.Trim(port, "0123456789") != ":" && port != "" {
+		return "", fmt.Errorf("must be an absolute http or https URL with a numeric port")
+	}
+	hostport = host + port
 	out := scheme + "://" + userinfo + hostport + escapeURI(tail, true)
 	u, err := url.Parse(out)
 	if err != nil || u.Host == "" || u.Hostname() == "" {
