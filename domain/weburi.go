@@ -22,6 +22,9 @@ const uriChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789
 // control character (a tab, a line break) is no part of an address: it is an error, as are a
 // scheme other than http or https and a missing host.
 func WebURI(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", fmt.Errorf("is not UTF-8 text")
+	}
 	for _, r := range s {
 		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
 			return "", fmt.Errorf("holds the control character %q", r)

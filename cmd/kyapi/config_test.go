@@ -98,6 +98,10 @@ func TestCanonicalBaseURLMustBeAnAbsoluteHTTPURL(t *testing.T) {
 		"https://café.example":          "", // write it https://xn--caf-dma.example
 		"https://xn--caf-dma.example":   "https://xn--caf-dma.example",
 		"http://[::1]:8080":             "http://[::1]:8080",
+		"https://api<x>.example":        "",
+		`https://a"b.example`:           "",
+		"http://[fe80::1%25é]":          "",
+		"https://a\xffb.example":        "",
 		"https://example.com/a~b-c_d.e": "https://example.com/a~b-c_d.e",
 	} {
 		t.Setenv("CANONICAL_BASE_URL", value)
