@@ -40,12 +40,12 @@ func WebURI(s string) (string, error) {
 	}
 	authority, tail := rest[:end], rest[end:]
 	if strings.IndexByte(authority, '\\') >= 0 {
-		// A browser reads '\\' as '/' in an http URL: the host would not be the one served.
+		// A browser reads '\' as '/' in an http URL: the host would not be the one served.
 		return "", fmt.Errorf("must be an absolute http or https URL: '\\' before the path")
 	}
 	userinfo, hostport := "", authority
 	if i := strings.LastIndexByte(authority, '@'); i >= 0 {
-		userinfo, hostport = strings.ReplaceAll(escapeURI(authority[:i], false), "@", "%40")+"@", authority[i+1:]
+		userinfo, hostport = escapeURI(authority[:i], false)+"@", authority[i+1:]
 	}
 	host, port := hostport, ""
 	if strings.HasPrefix(hostport, "[") {
@@ -86,8 +86,9 @@ func WebURI(s string) (string, error) {
 	return out, nil
 }
 
-// escapeURI percent-encodes what a URI cannot hold in s, a URI's userinfo (with its '@') or
-// its path, query and fragment (afterHost): see WebURI.
+// escapeURI percent-encodes what a URI cannot hold in s, a URI's userinfo (without the '@'
+// that ends it: one inside it is escaped) or its path, query and fragment (afterHost): see
+// WebURI.
 func escapeURI(s string, afterHost bool) string {
 	var b strings.Builder
 	fragment := false
@@ -99,7 +100,8 @@ func escapeURI(s string, afterHost bool) string {
 		case c == '#' && afterHost && !fragment:
 			fragment = true
 			b.WriteByte(c)
-		case c == '%' || c == '#' || c == '[' || c == ']' || c >= utf8.RuneSelf || strings.IndexByte(uriChars, c) < 0:
+		case c == '%' || c == '#' || c == '[' || c == ']' || c == '@' && !afterHost ||
+			c >= utf8.RuneSelf || strings.IndexByte(uriChars, c) < 0:
 			fmt.Fprintf(&b, "%%%02X", c)
 		default:
 			b.WriteByte(c)

@@ -55,7 +55,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	}
 	text := strings.TrimSpace(q.Get("q"))
 	words := placeindex.DistinctWords(text)
-	if len(words) > maxQueryWords || placeindex.Clauses(text) > maxQueryWords {
+	if len(words) > maxQueryWords || placeindex.Clauses(words) > maxQueryWords {
 		// Each word is a clause every place must match: a q of 60 short words cost a second of
 		// CPU, and nothing when it matched nothing. Counted as the indexes fold them too: one
 		// word of symbols that fold to letters ("aa⑴ab⑴...") is many.

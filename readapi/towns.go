@@ -82,8 +82,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error 
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}
-	// The column holds start_date to the microsecond; events imported before the import
-	// refused finer ones (docs/limits.md) serve theirs to the nanosecond: the list is in the
+	// The column holds start_date to the microsecond; events imported before the import cut
+	// finer ones to it (docs/limits.md) serve theirs to the nanosecond: the list is in the
 	// order of the start_date it serves, ties as the query ordered them.
 	slices.SortStableFunc(events, func(a, b domain.CalendarEvent) int { return a.StartDate.Compare(b.StartDate) })
 	resource := domain.EventsResource(town, from.Format(time.DateOnly), to.Format(time.DateOnly))

@@ -184,11 +184,11 @@ func FoldedWords(word string) []string {
 	return Words(string(folding.Filter([]byte(word))))
 }
 
-// Clauses is the number of different folded words of q's words: the clauses an index asks
-// every place to match, which the read API bounds (docs/limits.md).
-func Clauses(q string) int {
+// Clauses is the number of different folded words of words (DistinctWords of a q): the
+// clauses an index asks every place to match, which the read API bounds (docs/limits.md).
+func Clauses(words []string) int {
 	seen := map[string]bool{}
-	for _, w := range DistinctWords(q) {
+	for _, w := range words {
 		for _, f := range FoldedWords(w) {
 			seen[f] = true
 		}
