@@ -11,14 +11,21 @@ import (
 // takeScript counts one request in the key's window, in one round trip and atomically (Redis
 // runs a script alone): a key without a live window starts one with this request; a key
 // under its limit is counted; a key at its limit is refused and not counted. The window is
-// timed by Redis's own clock (the key's expiry), so processes with skewed clocks agree.
-// Returns {allowed 0/1, used, milliseconds until the window ends}.
+// timed by Redis's own clock (the key's expiry), so processes with skewed clocks agree. Redis
+// keeps an expiry as an instant of its wall clock: stepped back, it leaves a window longer
+// than a window to run, which keeps its count but ends a window from now at the latest, as in
+// the process and the database. Returns {allowed 0/1, used, milliseconds until the window ends}.
 var takeScript = redis.NewScript(`
 local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl <= 0 then
-  redis.call('SET', KEYS[1], 1, 'PX', ARGV[2])
-  return {1, 1, tonumber(ARGV[2])}
+  redis.call('SET', KEYS[1], 1, 'PX', window)
+  return {1, 1, window}
+end
+if ttl > window then
+  redis.call('PEXPIRE', KEYS[1], window)
+  ttl = window
 end
 local used = tonumber(redis.call('GET', KEYS[1]))
 if used < limit then
