@@ -126,9 +126,13 @@ func (s *Shared) Store() string { return s.name }
 // credentials).
 func (s *Shared) Describe() string { return s.remote.Describe() }
 
-// Describe is the Redis address without credentials.
+// Describe is the Redis address without credentials: a URL of the form REDIS_URL takes.
 func (r *Redis) Describe() string {
 	o := r.client.Options()
+	if o.Network == "unix" {
+		u := url.URL{Scheme: "unix", Path: o.Addr, RawQuery: fmt.Sprintf("db=%d", o.DB)}
+		return u.String()
+	}
 	u := url.URL{Scheme: "redis", Host: o.Addr, Path: fmt.Sprintf("/%d", o.DB)}
 	if o.TLSConfig != nil {
 		u.Scheme = "rediss"
