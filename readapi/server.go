@@ -179,6 +179,7 @@ func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, p
 			// Refused for its rate, a key revoked on another process a moment ago (before
 			// this process heard of it) gets its 403 first, as the order of checks says.
 			if keyErr := rechecks.keyError(r.Context(), s, hash); keyErr != nil {
+				dropRateHeaders(hdr)
 				s.writeError(w, r, keyErr)
 				return
 			}
@@ -195,9 +196,26 @@ func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, p
 			err = h(w, r, c)
 		}
 		if err != nil {
-			s.writeError(w, r, s.keyErrorFirst(r.Context(), hash, err))
+			err = s.keyErrorFirst(r.Context(), hash, err)
+			if status := errorStatus(err); status == http.StatusUnauthorized || status == http.StatusForbidden {
+				dropRateHeaders(hdr)
+			}
+			s.writeError(w, r, err)
 		}
 	})
+}
+
+// rateHeaders are the rate-limit fields of an authenticated answer.
+var rateHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"}
+
+// dropRateHeaders takes the rate-limit fields off an answer that turned out to be a key's 401
+// or 403 (a key revoked a moment ago on another process, found when it was read again): like
+// the 403 answered from the key cache, it is no answer to an authenticated request and has no
+// quota to tell.
+func dropRateHeaders(h http.Header) {
+	for _, name := range rateHeaders {
+		h.Del(name)
+	}
 }
 
 // maxIgnoredBody bounds the body a read request may carry; it means nothing and is dropped.
