@@ -61,6 +61,10 @@ func OpenShared(redisURL string, timeout time.Duration, log *logrus.Logger) (*Sh
 	}
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = timeout, timeout, timeout
 	opts.PoolTimeout = timeout
+	// The call's context deadline (timeout, set in Take and Check) bounds the socket reads and
+	// writes too: without it go-redis waits ReadTimeout afresh after a slow dial or pool wait,
+	// and one call could take twice the timeout README promises as its bound.
+	opts.ContextTimeoutEnabled = true
 	opts.MaxRetries = -1   // none (0 means go-redis's default of 3)
 	opts.DialerRetries = 1 // the probe once a second is the retry
 	opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
