@@ -121,7 +121,7 @@ func pathVar(r *http.Request, name string) string {
 // authenticate requires Authorization: Bearer {ADMIN_TOKEN}, compared in constant time.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r.Header.Get("Authorization"))
+		token, ok := bearer(r.Header.Values("Authorization"))
 		if !ok {
 			e := httpx.MapError(domain.ErrMissingKey)
 			e.Message = "missing or malformed Authorization header; send Authorization: Bearer <ADMIN_TOKEN>"
@@ -145,8 +145,13 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-func bearer(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
+// bearer is the token of a request's one Authorization field. Sent more than once it is
+// malformed (RFC 9110, section 5.3: the field is not a list), as it is on the read API.
+func bearer(fields []string) (string, bool) {
+	if len(fields) != 1 {
+		return "", false
+	}
+	scheme, token, ok := strings.Cut(fields[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}

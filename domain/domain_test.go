@@ -115,6 +115,18 @@ func TestAuthorizationHeaderParsing(t *testing.T) {
 	}
 }
 
+func TestAuthorizationSentTwiceIsMalformed(t *testing.T) {
+	key, _ := domain.NewKey(nil)
+	if got, err := domain.ParseAuthorizationFields([]string{"Bearer " + key}); err != nil || got != key {
+		t.Fatalf("one field: %q %v", got, err)
+	}
+	for _, fields := range [][]string{nil, {"Bearer " + key, "Bearer " + key}, {"Bearer " + key, "Bearer junk"}} {
+		if _, err := domain.ParseAuthorizationFields(fields); !errors.Is(err, domain.ErrMissingKey) {
+			t.Errorf("%q: err = %v, want ErrMissingKey", fields, err)
+		}
+	}
+}
+
 func TestPurchaseBounds(t *testing.T) {
 	cases := []struct {
 		cents int64

@@ -114,6 +114,20 @@ func ParseAuthorization(header string) (string, error) {
 	return token, nil
 }
 
+// ParseAuthorizationFields is ParseAuthorization for every Authorization field of a request
+// (net/http's Header.Values). Authorization is not a list (RFC 9110, section 5.3): a request
+// carrying it more than once is malformed, ErrMissingKey, whatever the fields hold, rather
+// than authenticated by whichever came first.
+func ParseAuthorizationFields(values []string) (string, error) {
+	switch len(values) {
+	case 0:
+		return "", ErrMissingKey
+	case 1:
+		return ParseAuthorization(values[0])
+	}
+	return "", ErrMissingKey
+}
+
 // WellFormedKey checks prefix, length, alphabet and checksum.
 func WellFormedKey(key string) bool {
 	if len(key) != keyLen || !strings.HasPrefix(key, KeyPrefix) {

@@ -148,7 +148,7 @@ type dataHandler func(w http.ResponseWriter, r *http.Request, c caller) error
 // route reads (400); then the handler, whose errors (400, 404, 402, 5xx) it writes.
 func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, params []string, h dataHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, err := domain.ParseAuthorization(r.Header.Get("Authorization"))
+		key, err := domain.ParseAuthorizationFields(r.Header.Values("Authorization"))
 		if err != nil {
 			s.writeError(w, r, err)
 			return
