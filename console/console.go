@@ -154,7 +154,7 @@ func (s *Server) signedIn(h pageHandler, changes bool, limit int64) http.Handler
 				s.render(w, r, sess, result{status: http.StatusBadRequest, page: "error", title: "Bad form"}, err)
 				return
 			}
-			if !sameSecret(r.PostFormValue("csrf"), sess.csrf) {
+			if !httpx.SameSecret(r.PostFormValue("csrf"), sess.csrf) {
 				dropUploads(r)
 				s.logger().WithField("request_id", httpx.RequestIDFrom(r.Context())).Warn("console form refused: missing or wrong CSRF token")
 				s.render(w, r, sess, result{status: http.StatusForbidden, page: "error", title: "Refused"},

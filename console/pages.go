@@ -47,11 +47,11 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pre, err := r.Cookie(signInCookie)
-	if err != nil || !sameSecret(pre.Value, r.PostFormValue("csrf")) {
+	if err != nil || !httpx.SameSecret(pre.Value, r.PostFormValue("csrf")) {
 		again(http.StatusForbidden, "The sign-in form had expired. Enter the token again.")
 		return
 	}
-	if s.Token == "" || !sameSecret(r.PostFormValue("token"), s.Token) {
+	if s.Token == "" || !httpx.SameSecret(r.PostFormValue("token"), s.Token) {
 		s.logger().WithField("request_id", httpx.RequestIDFrom(r.Context())).Warn("console sign-in refused: wrong admin token")
 		again(http.StatusUnauthorized, "That is not the admin token.")
 		return

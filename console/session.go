@@ -2,7 +2,6 @@ package console
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
 	"sync"
@@ -134,10 +133,6 @@ func randomToken() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails on supported platforms
 	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func sameSecret(a, b string) bool {
-	return a != "" && b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
 // cookie is a console cookie: HttpOnly, SameSite=Strict, Secure when the request came over TLS.

@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -469,4 +471,13 @@ func Detach(ctx context.Context) (context.Context, context.CancelFunc) {
 		unhook()
 		cancel()
 	}
+}
+
+// SameSecret reports whether a and b are the same non-empty secret, in time that tells nothing
+// of either: both are hashed first, so neither how many leading bytes match nor how long the
+// expected secret is shows in the time taken (subtle.ConstantTimeCompare returns at once on
+// lengths that differ).
+func SameSecret(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return a != "" && b != "" && subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }

@@ -311,3 +311,24 @@ func TestARequestRefusedForItsHeadersIsLoggedWithAnID(t *testing.T) {
 		t.Fatalf("logged %s", buf.String())
 	}
 }
+
+// The admin token and the console's CSRF and sign-in secrets are compared by SameSecret: equal
+// secrets only, never an empty one, a prefix or an extension of the expected one.
+func TestSameSecretIsEqualityOfNonEmptySecrets(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"dev-admin-token", "dev-admin-token", true},
+		{"dev-admin-token", "dev-admin-toke", false},
+		{"dev-admin-token", "dev-admin-tokenX", false},
+		{"dev-admin-token", "Dev-admin-token", false},
+		{"", "", false},
+		{"", "dev-admin-token", false},
+		{"dev-admin-token", "", false},
+	} {
+		if got := SameSecret(c.a, c.b); got != c.want {
+			t.Errorf("SameSecret(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
+}
