@@ -25,6 +25,8 @@ import (
 //     without its fact (unless its account's archived history does not list its payments:
 //     then the next check), and a row that differs from its fact (account, credits, cents,
 //     balance after);
+//   - a purchases row whose recorded_at is not its CreditsPurchased fact's (in the store): what
+//     the console reads back of a payment's time is the ledger's;
 //   - for an account whose archived history does not list its payments (archived before they
 //     were listed), its purchases rows without a fact in the store that do not match, in
 //     number, credits and cents, the purchases its archived daily sums count, or were recorded
@@ -55,7 +57,7 @@ func onceSQL(account bool) string {
 	SELECT e.stream_no, e.version, e.position, e.type,
 		e.payload->>'payment_ref' AS ref, e.payload->>'outage_id' AS outage, e.payload->>'credits_delta' AS credits,
 		e.payload->>'amount_cents' AS cents, e.payload->>'balance_after' AS balance_after,
-		coalesce(e.payload->>'reason', '') AS reason, false AS archived
+		coalesce(e.payload->>'reason', '') AS reason, false AS archived, e.recorded_at AS at
 	FROM events e
 	WHERE e.type IN ('CreditsPurchased', 'BonusGranted') AND e.type <> 'RequestCharged' AND e.type <> 'RequestDeduplicated' ` + inStream + `
 ), bounds AS MATERIALIZED (
@@ -67,17 +69,17 @@ func onceSQL(account bool) string {
 ), kept AS (
 	SELECT x.stream_no, (p->>'version')::bigint AS version, NULL::bigint AS position, 'CreditsPurchased' AS type,
 		p->>'payment_ref' AS ref, NULL::text AS outage, p->>'credits' AS credits, p->>'cents' AS cents,
-		p->>'balance_after' AS balance_after, NULL::text AS reason, true AS archived
+		p->>'balance_after' AS balance_after, NULL::text AS reason, true AS archived, NULL::timestamptz AS at
 	FROM bounds x, jsonb_array_elements(CASE WHEN x.pays_listed THEN x.account->'payments' ELSE '[]' END) p
 	UNION ALL
-	SELECT x.stream_no, (p->>'version')::bigint, NULL, 'BonusGranted', NULL, p->>'outage_id', p->>'credits', NULL, NULL, NULL, true
+	SELECT x.stream_no, (p->>'version')::bigint, NULL, 'BonusGranted', NULL, p->>'outage_id', p->>'credits', NULL, NULL, NULL, true, NULL
 	FROM bounds x, jsonb_array_elements(CASE WHEN x.bonuses_listed THEN x.account->'bonuses' ELSE '[]' END) p
 ), purchased AS (
 	SELECT ref, count(*) AS n, min(stream_no) AS stream_no, min(version) AS version, bool_or(archived) AS archived,
 		(array_agg(stream_no ORDER BY position NULLS FIRST, version))[1:5] AS nos,
 		(array_agg(version ORDER BY position NULLS FIRST, version))[1:5] AS versions,
 		(array_agg(archived ORDER BY position NULLS FIRST, version))[1:5] AS kept,
-		min(credits) AS credits, min(cents) AS cents, min(balance_after) AS balance_after
+		min(credits) AS credits, min(cents) AS cents, min(balance_after) AS balance_after, min(at) AS at
 	FROM (SELECT * FROM facts WHERE type = 'CreditsPurchased' UNION ALL SELECT * FROM kept WHERE type = 'CreditsPurchased') f
 	GROUP BY ref
 ), archived AS (
@@ -121,6 +123,15 @@ WHERE CASE
 		OR f.credits IS DISTINCT FROM p.credits_added::text
 		OR f.cents IS DISTINCT FROM p.amount_cents::text OR f.balance_after IS DISTINCT FROM p.balance_after::text
 	END
+UNION ALL
+SELECT 'payment row time differs', ARRAY[f.ref, ` + streamName("f.stream_no") + ` || ' v' || f.version, ` + streamName("f.stream_no") + `,
+	to_char(f.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'), to_char(p.recorded_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')]
+FROM purchased f JOIN purchases p ON p.payment_ref = f.ref
+WHERE f.n = 1 AND NOT f.archived AND p.recorded_at <> f.at
+	-- A row written before rows were dated as their facts carries its command's clock: earlier
+	-- than its fact only when the fact took the time of the fact before it (a process whose
+	-- clock ran ahead recorded that one).
+	AND NOT (p.recorded_at < f.at AND f.at = (SELECT e.recorded_at FROM events e WHERE e.stream_no = f.stream_no AND e.version = f.version - 1))
 UNION ALL
 SELECT 'archived payments', ARRAY[x.account_id, x.version::text, x.n::text, x.credits::text, x.cents::text,
 	coalesce(u.n, 0)::text, coalesce(u.credits, 0)::text, coalesce(u.cents, 0)::text, (u.newest > x.recorded_at)::text]
@@ -269,6 +280,8 @@ func onceDiff(kind string, f []string) string {
 	case "payment row differs":
 		return fmt.Sprintf("%s: payment %q (%s) credits %s for %s cents, balance after %s; its purchases row says account %s, %s credits for %s cents, balance after %s",
 			owner(f[2]), f[0], f[1], f[3], f[4], f[5], f[6], f[7], f[8], f[9])
+	case "payment row time differs":
+		return fmt.Sprintf("%s: payment %q (%s) was recorded at %s; its purchases row says %s", owner(f[2]), f[0], f[1], f[3], f[4])
 	case "archived payments":
 		s := fmt.Sprintf("account %s: its history archived up to v%s holds %s purchases (%s credits, %s cents), but %s purchases rows (%s credits, %s cents) have no CreditsPurchased fact in the store",
 			f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7])

@@ -139,6 +139,10 @@ func TestPaymentAndGrantRowsAgreeWithTheirFacts(t *testing.T) {
 			`account ACC: payment "REF" (account-ACC v3) credits 1000 for 500 cents, balance after 1000; its purchases row says account OTHER`, false},
 		{"payment row credits", `UPDATE purchases SET credits_added = 1001 WHERE payment_ref = 'REF'`,
 			`its purchases row says account ACC, 1001 credits`, false},
+		// What the row says of the payment's time is read back (the console's "already
+		// recorded ... on"): it is its fact's.
+		{"payment row time", `UPDATE purchases SET recorded_at = recorded_at + interval '1 day' WHERE payment_ref = 'REF'`,
+			`account ACC: payment "REF" (account-ACC v3) was recorded at`, false},
 		{"grant deleted", `DELETE FROM bonus_grants WHERE outage_id = 'outage-1'`,
 			`account ACC: BonusGranted of outage "outage-1" (v7), which bonus_grants does not hold`, false},
 		{"grant credits", `UPDATE bonus_grants SET credits = 7 WHERE outage_id = 'outage-1'`,

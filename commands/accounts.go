@@ -89,16 +89,19 @@ type totals struct {
 }
 
 // appendToAccount appends account events and moves the account's balance and totals with them.
-func appendToAccount(ctx context.Context, tx pgx.Tx, a account, at time.Time, balance int64, t totals, events ...eventstore.NewEvent) error {
-	if _, err := eventstore.Append(ctx, tx, a.head, at, events...); err != nil {
-		return err
+// It returns the time the events are recorded at: `at`, or the stream's newest fact's time when
+// that is later (eventstore.Batch.Add), which a row written with them must carry too.
+func appendToAccount(ctx context.Context, tx pgx.Tx, a account, at time.Time, balance int64, t totals, events ...eventstore.NewEvent) (time.Time, error) {
+	recorded, err := eventstore.Append(ctx, tx, a.head, at, events...)
+	if err != nil {
+		return recorded, err
 	}
-	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = $2,
+	_, err = tx.Exec(ctx, `UPDATE accounts SET balance = $2,
 			purchased_credits = purchased_credits + $3, bonus_credits = bonus_credits + $4,
 			charged_credits = charged_credits + $5, requests_charged = requests_charged + $6,
 			requests_deduplicated = requests_deduplicated + $7
 		WHERE account_id = $1`, a.id, balance, t.purchased, t.bonus, t.charged, t.requestsCharged, t.requestsDeduplicated)
-	return err
+	return recorded, err
 }
 
 // KeysChangedChannel is the PostgreSQL notification channel on which a command announces that
@@ -137,10 +140,11 @@ func (h Accounts) OpenAccount(ctx context.Context, name, email string, meta even
 			id, a.head.No, name, email, now); err != nil {
 			return err
 		}
-		return appendToAccount(ctx, tx, a, now, 0, totals{}, eventstore.NewEvent{
+		_, err = appendToAccount(ctx, tx, a, now, 0, totals{}, eventstore.NewEvent{
 			Type: domain.EventAccountOpened, Metadata: meta,
 			Payload: domain.AccountOpened{AccountID: id, Name: name, Email: email},
 		})
+		return err
 	})
 	return id, err
 }
@@ -232,7 +236,7 @@ func (h Accounts) issueKey(ctx context.Context, accountID string, expectActive *
 			return err
 		}
 		events = append(events, eventstore.NewEvent{Type: domain.EventKeyIssued, Metadata: meta, Payload: issued})
-		if err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, events...); err != nil {
+		if _, err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, events...); err != nil {
 			return err
 		}
 		return announceKeysChanged(ctx, tx, accountID)
@@ -421,7 +425,7 @@ func (h Accounts) RevokeKey(ctx context.Context, accountID, keyID, reason string
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET state = 'revoked', revoked_at = $2 WHERE key_id = $1`, keyID, now); err != nil {
 			return err
 		}
-		if err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, eventstore.NewEvent{Type: domain.EventKeyRevoked, Metadata: meta,
+		if _, err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, eventstore.NewEvent{Type: domain.EventKeyRevoked, Metadata: meta,
 			Payload: domain.KeyRevoked{AccountID: accountID, KeyID: keyID, Reason: reason, Ledger: domain.Ledger{BalanceAfter: a.balance}}}); err != nil {
 			return err
 		}
@@ -471,13 +475,18 @@ func (h Accounts) Purchase(ctx context.Context, accountID string, amountCents in
 		}
 		credits := domain.CreditsForCents(amountCents)
 		res = PurchaseResult{CreditsAdded: credits, Balance: a.balance + credits}
-		if _, err := tx.Exec(ctx, `INSERT INTO purchases (payment_ref, account_id, amount_cents, credits_added, balance_after, recorded_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-			paymentRef, accountID, amountCents, credits, res.Balance, now); err != nil {
-			return err
-		}
-		return appendToAccount(ctx, tx, a, now, res.Balance, totals{purchased: credits}, eventstore.NewEvent{Type: domain.EventCreditsPurchased, Metadata: meta,
+		recorded, err := appendToAccount(ctx, tx, a, now, res.Balance, totals{purchased: credits}, eventstore.NewEvent{Type: domain.EventCreditsPurchased, Metadata: meta,
 			Payload: domain.CreditsPurchased{AccountID: accountID, PaymentRef: paymentRef, AmountCents: amountCents, Credits: credits,
 				Ledger: domain.Ledger{CreditsDelta: credits, BalanceAfter: res.Balance}}})
+		if err != nil {
+			return err
+		}
+		// The row is dated as its fact: later than now when the stream's newest fact is (a
+		// process whose clock runs ahead recorded it), so that what is read back of the payment
+		// (the console's "already recorded ... on") is the ledger's time.
+		_, err = tx.Exec(ctx, `INSERT INTO purchases (payment_ref, account_id, amount_cents, credits_added, balance_after, recorded_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+			paymentRef, accountID, amountCents, credits, res.Balance, recorded)
+		return err
 	})
 	if isUniqueViolation(err) {
 		return PurchaseResult{}, domain.ErrPaymentRefReused

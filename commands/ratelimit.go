@@ -27,7 +27,7 @@ func (h Accounts) SetRateLimit(ctx context.Context, accountID string, perMinute 
 		if _, err := tx.Exec(ctx, `UPDATE accounts SET rate_limit_per_minute = $2 WHERE account_id = $1`, accountID, perMinute); err != nil {
 			return err
 		}
-		if err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, eventstore.NewEvent{Type: domain.EventRateLimitSet, Metadata: meta,
+		if _, err := appendToAccount(ctx, tx, a, now, a.balance, totals{}, eventstore.NewEvent{Type: domain.EventRateLimitSet, Metadata: meta,
 			Payload: domain.RateLimitSet{AccountID: accountID, RequestsPerMinute: perMinute, Ledger: domain.Ledger{BalanceAfter: a.balance}}}); err != nil {
 			return err
 		}
