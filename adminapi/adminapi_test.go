@@ -411,6 +411,32 @@ func TestAGrantIsFoundByItsOutageIdEscapedInThePath(t *testing.T) {
 	f.expect(f.call("GET", "/admin/bonus-grants/"+url.PathEscape("2026/11/other"), ""), 404, "not_found")
 }
 
+// An outage id is read back in a path (GET /admin/bonus-grants/{outageId}), written as
+// url.PathEscape and encodeURIComponent write it, which leave "." and ".." as they are: a path
+// ending in such a segment is cleaned into another path before it reaches any route (the
+// admin address's ServeMux redirects it, "/admin/bonus-grants/.." to "/admin"), so a grant
+// under one could never be read back. Each is refused before anything is granted; "..." is
+// an ordinary segment and works.
+func TestAnOutageIdThatIsADotSegmentIsRefusedBeforeAnythingIsGranted(t *testing.T) {
+	f := newFixture(t)
+	f.issueKey(f.openAccount("A"))
+	for _, id := range []string{".", ".."} {
+		body, _ := json.Marshal(map[string]any{"outage_id": id, "credits": 1})
+		expectRefused(f, f.call("POST", "/admin/bonus-grants", string(body)), "outage_id")
+	}
+	var n int
+	if err := f.pool.QueryRow(context.Background(), `SELECT count(*) FROM bonus_grants`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d grants recorded (err %v), want none", n, err)
+	}
+	body, _ := json.Marshal(map[string]any{"outage_id": "...", "credits": 1})
+	f.expect(f.call("POST", "/admin/bonus-grants", string(body)), 201, "")
+	r := f.call("GET", "/admin/bonus-grants/"+url.PathEscape("..."), "")
+	f.expect(r, 200, "")
+	if got := r.data()["outage_id"]; got != "..." {
+		t.Errorf("GET of grant \"...\": outage_id %v", got)
+	}
+}
+
 func TestBonusGrantCreditsEveryAccountWithAKeyOncePerOutage(t *testing.T) {
 	f := newFixture(t)
 	withKey, rotated, noKey := f.openAccount("A"), f.openAccount("B"), f.openAccount("C")

@@ -365,6 +365,12 @@ func ValidateReference(field, ref string) error {
 	if strings.ContainsRune(ref, 0) {
 		return &domain.ValidationError{Field: field, Message: "NUL characters (\\u0000) are not allowed"}
 	}
+	// An outage id is read back in a path (GET /admin/bonus-grants/{outageId}), where "." and
+	// "..", which url.PathEscape leaves as they are, are cleaned into another path before any
+	// route sees them: a grant under one could never be read back.
+	if field == "outage_id" && (ref == "." || ref == "..") {
+		return &domain.ValidationError{Field: field, Message: `must not be "." or "..", which a path cannot carry as a segment`}
+	}
 	first, _ := utf8.DecodeRuneInString(ref)
 	last, _ := utf8.DecodeLastRuneInString(ref)
 	for _, r := range []rune{first, last} {
