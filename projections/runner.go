@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -67,7 +68,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		sub.gather = r.Gather
 		sub.log = log
 		r.subscribers = append(r.subscribers, sub)
-		router.AddConsumerHandler(p.Name(), p.Name(), sub, handlerFor(p))
+		router.AddConsumerHandler(p.Name(), p.Name(), sub, handlerFor(p, sub))
 	}
 	r.router = router
 	go func() {
@@ -83,13 +84,27 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 }
 
-func handlerFor(p Projection) message.NoPublishHandlerFunc {
-	return func(msg *message.Message) error {
+// handlerFor applies a message's range to p. A failure (an event p cannot apply, the database
+// away, a panic) is the subscriber's to report and to space out (rangeSubscriber.failed): the
+// handler nacks and returns nil, so that Watermill's router, which would log every try at
+// error level, says nothing; the same range is offered again after the subscriber's backoff.
+func handlerFor(p Projection, sub *rangeSubscriber) message.NoPublishHandlerFunc {
+	return func(msg *message.Message) (err error) {
 		var br batchRange
 		if err := json.Unmarshal(msg.Payload, &br); err != nil {
 			return err
 		}
-		err := p.Handle(msg.Context(), br.From, br.To)
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+			if err != nil {
+				sub.failed(msg.Context(), br, err)
+				msg.Nack()
+				err = nil
+			}
+		}()
+		err = p.Handle(msg.Context(), br.From, br.To)
 		if errors.Is(err, errCheckpointMoved) {
 			// Another process applied this range first (every process runs the shared
 			// projections): not a failure. The nack makes the subscriber re-read the

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
@@ -34,8 +35,10 @@ type rangeSubscriber struct {
 	wake       chan struct{}
 	log        logrus.FieldLogger // nil: errors finding a range are not logged
 
-	lastErrAt time.Time // when an error was last logged: at most one line a minute
-	errsSince int       // errors not logged since
+	mu        sync.Mutex // guards the three below: the handler reports failures (failed)
+	lastErrAt time.Time  // when an error was last logged: at most one line a minute
+	errsSince int        // errors not logged since
+	failures  int        // tries of the current range that failed in a row
 
 	closeOnce sync.Once
 	closed    chan struct{}
@@ -119,9 +122,18 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 		select {
 		case <-msg.Acked():
 			at = end
+			s.applied()
 		case <-msg.Nacked():
 			synced = false
-			if !s.sleep(ctx, 100*time.Millisecond) {
+			// A range that failed is tried again after a backoff that commits do not cut short
+			// (under load they wake the subscriber at every append); one that another process
+			// applied first (errCheckpointMoved) soon, from the checkpoint it left.
+			wait := s.sleep
+			d := 100 * time.Millisecond
+			if n := s.failedTries(); n > 0 {
+				wait, d = s.pause, retryAfter(n)
+			}
+			if !wait(ctx, d) {
 				cancel()
 				return
 			}
@@ -136,6 +148,56 @@ func (s *rangeSubscriber) run(ctx context.Context, out chan<- *message.Message) 
 	}
 }
 
+// Backoff of a range that failed: retryFirst after the first try, doubling up to retryMost.
+const (
+	retryFirst = 250 * time.Millisecond
+	retryMost  = 30 * time.Second
+)
+
+// retryAfter is how long the subscriber waits after the n-th failed try of a range in a row.
+func retryAfter(n int) time.Duration {
+	d := retryFirst
+	for i := 1; i < n && d < retryMost; i++ {
+		d *= 2
+	}
+	return min(d, retryMost)
+}
+
+// failed reports that the projection could not apply br: err is logged as the subscriber's own
+// errors are (logError: once a minute while it lasts), and the range is tried again after a
+// backoff (retryAfter). A try cut short because the subscriber stops is no failure.
+func (s *rangeSubscriber) failed(ctx context.Context, br batchRange, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	s.failures++
+	s.mu.Unlock()
+	s.logError(ctx, fmt.Sprintf("applying the range after %v up to %v", br.From, br.To), err)
+}
+
+// failedTries is the number of tries of the current range that failed in a row.
+func (s *rangeSubscriber) failedTries() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failures
+}
+
+// applied notes that a range was applied: after failures, the log says the projection moves
+// again (and how many errors it did not log), and a new failure is logged at once.
+func (s *rangeSubscriber) applied() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failures == 0 {
+		return
+	}
+	if s.log != nil {
+		s.log.WithFields(logrus.Fields{"projection": s.projection.Name(), "failed_tries": s.failures, "errors_not_logged": s.errsSince}).
+			Infof("projection %s: applying ranges again", s.projection.Name())
+	}
+	s.failures, s.errsSince, s.lastErrAt = 0, 0, time.Time{}
+}
+
 // logError logs err at error level, at most one line a minute whatever the errors (they
 // come every poll while the cause lasts, and may differ each time), with the count of those
 // not logged since the last line.
@@ -143,6 +205,8 @@ func (s *rangeSubscriber) logError(ctx context.Context, doing string, err error)
 	if s.log == nil || ctx.Err() != nil {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.lastErrAt.IsZero() && time.Since(s.lastErrAt) < time.Minute {
 		s.errsSince++
 		return
