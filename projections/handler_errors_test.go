@@ -85,6 +85,10 @@ func TestAProjectionFailingOnAnEventLogsOnceAMinuteNotAtEveryTry(t *testing.T) {
 	if !strings.Contains(logged, "projection=balances") || !strings.Contains(logged, "RequestCharged payload") {
 		t.Fatalf("the error line does not name the projection and its error:\n%s", logged)
 	}
+	// What /metrics shows (kyapi_projection_failed_tries).
+	if n := runner.FailedTries()["balances"]; n < 4 {
+		t.Fatalf("the runner reports %d failed tries of balances in a row, want at least 4", n)
+	}
 }
 
 // After a failure a projection waits before it tries again, and the commits that wake it

@@ -116,6 +116,19 @@ func handlerFor(p Projection, sub *rangeSubscriber) message.NoPublishHandlerFunc
 	}
 }
 
+// FailedTries is, for each projection the runner drives (each member of a Group, by its
+// name), how many tries of its current range failed in a row: 0 while it applies its ranges.
+func (r *Runner) FailedTries() map[string]int {
+	out := map[string]int{}
+	for _, s := range r.subscribers {
+		n := s.failedTries()
+		for _, p := range Members([]Projection{s.projection}) {
+			out[p.Name()] = n
+		}
+	}
+	return out
+}
+
 // Wake tells every projection that new events were committed.
 func (r *Runner) Wake() {
 	for _, s := range r.subscribers {

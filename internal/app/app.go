@@ -305,7 +305,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	if signingKey != nil {
 		go digestHourly(ctx, pool, signingKey, clock, log)
 	}
-	mets := metrics.New(metrics.Source{Pool: pool, Projections: ps})
+	mets := metrics.New(metrics.Source{Pool: pool, Projections: ps, FailedTries: runner.FailedTries})
 
 	var meter *commands.Meter
 	if opts.Read || opts.Admin {

@@ -20,8 +20,9 @@ var (
 	poolWait  = prometheus.NewDesc("kyapi_db_pool_acquire_wait_seconds_total", "Time spent waiting to acquire a connection.", nil, nil)
 	poolAcqs  = prometheus.NewDesc("kyapi_db_pool_acquires_total", "Connections acquired from the pool.", nil, nil)
 
-	lagDesc   = prometheus.NewDesc("kyapi_projection_lag_events", "Committed events a projection has still to apply (counted up to 1,000,000).", []string{"projection"}, nil)
-	lagUpDesc = prometheus.NewDesc("kyapi_projection_lag_up", "1 when the projection's lag could be read at this scrape, 0 otherwise.", []string{"projection"}, nil)
+	lagDesc    = prometheus.NewDesc("kyapi_projection_lag_events", "Committed events a projection has still to apply (counted up to 1,000,000).", []string{"projection"}, nil)
+	failedDesc = prometheus.NewDesc("kyapi_projection_failed_tries", "Tries of the projection's current range that failed in a row (0 while it applies its ranges).", []string{"projection"}, nil)
+	lagUpDesc  = prometheus.NewDesc("kyapi_projection_lag_up", "1 when the projection's lag could be read at this scrape, 0 otherwise.", []string{"projection"}, nil)
 )
 
 // poolCollector reports pgxpool's statistics at each scrape.
@@ -67,5 +68,16 @@ func (c lagCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(st.Lag), st.Name)
 		}
 		ch <- prometheus.MustNewConstMetric(lagUpDesc, prometheus.GaugeValue, up, st.Name)
+	}
+}
+
+// failedTriesCollector reports each projection's failed tries in a row (Source.FailedTries).
+type failedTriesCollector func() map[string]int
+
+func (c failedTriesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- failedDesc }
+
+func (c failedTriesCollector) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c() {
+		ch <- prometheus.MustNewConstMetric(failedDesc, prometheus.GaugeValue, float64(n), name)
 	}
 }

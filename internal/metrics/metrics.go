@@ -39,6 +39,9 @@ type Metrics struct {
 type Source struct {
 	Pool        *pgxpool.Pool
 	Projections []projections.Projection
+	// FailedTries, when set, is each projection's count of failed tries of its current range
+	// in a row (projections.Runner.FailedTries).
+	FailedTries func() map[string]int
 }
 
 // New registers the service's metrics, the Go runtime's and the process's.
@@ -95,6 +98,9 @@ func New(src Source) *Metrics {
 	}
 	m.registry.MustRegister(m.requests, m.duration, m.refused, m.charges, m.credits, m.batches, m.claimReads, m.decided,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if src.FailedTries != nil {
+		m.registry.MustRegister(failedTriesCollector(src.FailedTries))
+	}
 	if src.Pool != nil {
 		m.registry.MustRegister(poolCollector{src.Pool})
 		if len(src.Projections) > 0 {
