@@ -236,6 +236,9 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 		if err := a.checkClaimChunks(ctx, tx, scope); err != nil {
 			return Report{}, err
 		}
+		if err := checkArchivedRanges(ctx, tx, a.differ); err != nil {
+			return Report{}, err
+		}
 	}
 	if a.auditsUsage() {
 		if err := a.orphans(ctx, tx); err != nil {

@@ -163,6 +163,9 @@ handOut:
 	if err := checkBackdated(ctx, tx, d, ids, want, differ); err != nil {
 		return rep, err
 	}
+	if err := checkArchivedRanges(ctx, tx, differ); err != nil {
+		return rep, err
+	}
 	if d.Format != digestFormatV1 {
 		legacy, err := legacyRoot(ctx, tx)
 		if err != nil {
