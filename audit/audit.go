@@ -503,7 +503,7 @@ func (a *auditor) audit(ctx context.Context, tx pgx.Tx, u unit) error {
 			}
 		}
 		if u.from > 0 {
-			if err := st.startAfter(ctx, tx, u.from); err != nil {
+			if err := st.startAfter(ctx, tx, u.from, u.segment == nil || u.segment.index == 0); err != nil {
 				return err
 			}
 		}

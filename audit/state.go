@@ -63,6 +63,9 @@ type streamState struct {
 	at       time.Time
 	position int64 // of the event at version (the boundary's when it is archived)
 	balance  int64
+	// balanceUnknown: the event a segment or range starts after could not be read, so the
+	// balance before the first fact read is not known (startAfter).
+	balanceUnknown bool
 	// boundary is the position the stream's archived boundary says its archived history ends
 	// at (0: none): its live events must all be after it, for the ledger starts its pages there.
 	boundary int64
@@ -182,13 +185,17 @@ func (s *streamState) startAtBoundary(b eventstore.Boundary, first bool) error {
 }
 
 // startAfter sets the state to the stream's last event before position from: the base the
-// range's first event chains to.
-func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) error {
+// range's first event chains to. An account event there whose payload cannot be read leaves
+// the balance unknown (the next fact's arithmetic is not checked) and, with report (the part
+// of the audit that reads no event before it: not a later segment, whose previous one reads
+// and names that event), is a difference: never an error that stops the audit.
+func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64, report bool) error {
 	var typ, payload string
 	var hash []byte
-	err := tx.QueryRow(ctx, `SELECT version, hash, recorded_at, type, payload::text FROM events
+	var position int64
+	err := tx.QueryRow(ctx, `SELECT version, hash, recorded_at, type, payload::text, position FROM events
 		WHERE stream_no = $1 AND position < $2 ORDER BY position DESC LIMIT 1`, s.info.head.No, from).
-		Scan(&s.version, &hash, &s.at, &typ, &payload)
+		Scan(&s.version, &hash, &s.at, &typ, &payload, &position)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // the range starts with the stream
 	}
@@ -204,7 +211,12 @@ func (s *streamState) startAfter(ctx context.Context, tx pgx.Tx, from int64) err
 	if s.info.account != "" {
 		f, err := domain.DecodeAccountFact(typ, []byte(payload))
 		if err != nil {
-			return err
+			if report {
+				s.diff("stream %s v%d (position %d): payload cannot be read: %v (the event just before the audited range)",
+					s.info.head.ID, s.version, position, err)
+			}
+			s.balanceUnknown = true
+			return nil
 		}
 		s.balance = f.BalanceAfter
 	}
@@ -254,7 +266,9 @@ func (s *streamState) add(e eventstore.Event, lists *[]string) {
 		s.diff("stream %s v%d (position %d): payload cannot be read: %v", id, e.Version, e.Position, err)
 		return
 	}
-	if s.balance+f.CreditsDelta != f.BalanceAfter {
+	if s.balanceUnknown {
+		s.balanceUnknown = false
+	} else if s.balance+f.CreditsDelta != f.BalanceAfter {
 		s.diff("account %s v%d %s (position %d): balance_after %d, but the balance before it was %d and it moved %+d",
 			s.info.account, e.Version, e.Type, e.Position, f.BalanceAfter, s.balance, f.CreditsDelta)
 	}
