@@ -191,8 +191,10 @@ func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 	if len(words) == 0 {
 		return nil, nil
 	}
-	var clauses, names []query.Query
-	seen, seenName := map[string]bool{}, map[string]bool{}
+	nf := nameFirstQuery{}
+	var clauses []query.Query
+	tokenAt := map[string]int{} // a token to its index in nf.tokens
+	seenName := map[string]bool{}
 	for _, w := range words {
 		tokens := analyzer.Analyze([]byte(w))
 		if len(tokens) == 0 {
@@ -203,23 +205,28 @@ func textQuery(m mapping.IndexMapping, q string) (query.Query, error) {
 		// A word that folds into several ("a⑽b" is "a(10)b") needs each of them; a word that
 		// folds as another did ("café", "cafe") asks nothing more, and would cost its clause
 		// again.
-		var inName []query.Query
+		var inName []int
 		key := ""
 		for _, tok := range tokens {
 			word := string(tok.Term)
 			key += word + " "
-			if !seen[word] {
-				seen[word] = true
-				clauses = append(clauses, wordQuery(word))
+			t, ok := tokenAt[word]
+			if !ok {
+				t = len(nf.tokens)
+				tokenAt[word] = t
+				clause, spied := wordQuery(word, t)
+				clauses = append(clauses, clause)
+				nf.tokens = append(nf.tokens, nameToken{name: nameQuery(word), spied: spied})
 			}
-			inName = append(inName, nameQuery(word))
+			inName = append(inName, t)
 		}
 		if !seenName[key] {
 			seenName[key] = true
-			names = append(names, bleve.NewConjunctionQuery(inName...))
+			nf.words = append(nf.words, inName)
 		}
 	}
-	return nameFirstQuery{text: bleve.NewConjunctionQuery(clauses...), names: names}, nil
+	nf.text = bleve.NewConjunctionQuery(clauses...)
+	return nf, nil
 }
 
 // nameQuery matches places where word, analysed, prefixes a word of the name. A word longer
@@ -235,23 +242,24 @@ func nameQuery(word string) query.Query {
 }
 
 // wordQuery matches places where word, analysed, prefixes a word of the name, category or
-// description.
-func wordQuery(word string) query.Query {
+// description. When it searches the name's n-grams for word as nameQuery(word) does, that
+// term is a nameSpyQuery of slot, and spied is true.
+func wordQuery(word string, slot int) (q query.Query, spied bool) {
 	if utf8.RuneCountInString(word) > maxGram {
 		p := bleve.NewPrefixQuery(word)
 		p.SetField(fieldWords)
-		return p
+		return p, false
 	}
-	term := func(field string, boost float64) query.Query {
+	term := func(field string, boost float64) *query.TermQuery {
 		t := bleve.NewTermQuery(word)
 		t.SetField(field)
 		t.SetBoost(boost)
 		return t
 	}
 	return bleve.NewDisjunctionQuery(
-		term(fieldNameGrams, boostName),
+		nameSpyQuery{term: term(fieldNameGrams, boostName), slot: slot},
 		term(fieldCategoryGrams, boostCategory),
 		term(fieldDescriptionGrams, boostDescription),
 		term(fieldWords, boostWholeWord),
-	)
+	), true
 }
