@@ -455,15 +455,17 @@ func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeind
 	root := bleve.NewBooleanQuery()
 	root.AddMust(text)
 	root.AddFilter(filter)
+	// The page is kept by qPage, in qOrder; bleve counts the matches.
+	page := newQPage(limit, offset)
 	req := bleve.NewSearchRequestOptions(root, limit, offset, false)
-	req.SortBy([]string{"-_score", fieldPlaceID})
-	res, err := g.bleve.SearchInContext(ctx, req)
+	req.SortBy([]string{"-_score"})
+	res, err := g.bleve.SearchInContext(page.context(ctx), req)
 	if err != nil {
 		return placeindex.Result{}, fmt.Errorf("bleveindex: list: %w", err)
 	}
-	hits := make([]placeindex.Hit, len(res.Hits))
-	for i, h := range res.Hits {
-		hits[i] = placeindex.Hit{PlaceID: h.ID}
+	hits := make([]placeindex.Hit, len(page.ids))
+	for i, id := range page.ids {
+		hits[i] = placeindex.Hit{PlaceID: id}
 	}
 	return placeindex.Result{Hits: hits, Total: int(res.Total)}, nil
 }

@@ -13,17 +13,16 @@ import (
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
-// TestNameSpiesCountAsNameSearchersOfTheirOwn: the text searcher's own name terms (nameSpy)
-// tell which places' names hold a word exactly as a name searcher of its own (nameCursor)
-// does: every match of every q gets the same score, so the order, ties and totals are the
-// same, through town filters and through documents replaced and deleted (several segments).
-func TestNameSpiesCountAsNameSearchersOfTheirOwn(t *testing.T) {
+// rankingFixture is a generation of places named and described with a few words (so many
+// tie), written in several batches that replace and delete places, and the q's to search it.
+func rankingFixture(t *testing.T) (*generation, []string) {
+	t.Helper()
 	ctx := context.Background()
 	g, err := createGeneration(t.TempDir(), genName(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.close()
+	t.Cleanup(func() { g.close() })
 
 	vocab := []string{"bourbon", "barrel", "bar", "b", "tavern", "tap", "café", "cafe", "ᴄᴀꜰᴇ", "a⑽b", "10", "x⒜",
 		"supercalifragilisticexpialidocious", "supercalifragilisticexpialidociouz", "hot", "brown", "derby", "1234"}
@@ -48,6 +47,11 @@ func TestNameSpiesCountAsNameSearchersOfTheirOwn(t *testing.T) {
 				RatingCount: i,
 			})
 		}
+		// Places alike but for their id and town tie on every q that matches them.
+		for i := range 40 {
+			docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("q%d%03d", batch, 999-i*7), Name: "Bourbon Tap 10",
+				Category: "food.bar", Description: "Hot brown bar", TownSlug: towns[i%len(towns)]})
+		}
 		var deletes []string
 		for range 50 {
 			deletes = append(deletes, fmt.Sprintf("p%04d", r.IntN(1500)))
@@ -63,6 +67,16 @@ func TestNameSpiesCountAsNameSearchersOfTheirOwn(t *testing.T) {
 	for range 40 {
 		queries = append(queries, phrase(4))
 	}
+	return g, queries
+}
+
+// TestNameSpiesCountAsNameSearchersOfTheirOwn: the text searcher's own name terms (nameSpy)
+// tell which places' names hold a word exactly as a name searcher of its own (nameCursor)
+// does: every match of every q gets the same score, so the order, ties and totals are the
+// same, through town filters and through documents replaced and deleted (several segments).
+func TestNameSpiesCountAsNameSearchersOfTheirOwn(t *testing.T) {
+	ctx := context.Background()
+	g, queries := rankingFixture(t)
 	matched := 0
 	for _, q := range queries {
 		for _, town := range []string{"", "le", "lexington"} {
