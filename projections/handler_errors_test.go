@@ -75,7 +75,9 @@ func TestAProjectionFailingOnAnEventLogsOnceAMinuteNotAtEveryTry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer runner.Close()
-	for balances.ranges.Load() < 4 {
+	// A try is counted (ranges) as it starts, its failure (FailedTries) after it ends: the
+	// fifth try starts only once the fourth's failure was counted and its backoff waited.
+	for balances.ranges.Load() < 5 {
 		time.Sleep(10 * time.Millisecond)
 	}
 	logged := out.String()
