@@ -791,8 +791,8 @@ const batchWait = 10 * time.Second
 // can no longer commit: it ends the backend if it still runs (the COMMIT may never have
 // arrived, or be on its way) and waits until it is gone; then, holding the accounts' locks (so
 // that no transaction that held them is still running), it reads whether each account's
-// first event of the batch is there. domain.ErrOutcomeUnknown if that cannot be found out in
-// time.
+// events of the batch are all there (eventstore.Batch.Written). domain.ErrOutcomeUnknown if
+// that cannot be found out in time.
 func (m *Meter) resolve(be eventstore.Backend, ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) (map[int32]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()

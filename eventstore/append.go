@@ -219,29 +219,32 @@ func (b *Batch) headArgs() []any {
 	return []any{nos, expected, versions, hashes, ats}
 }
 
-// Written reports, for every stream the batch appends to, whether the batch's first event for
-// it is in the store. A writer that lost its transaction's outcome (the connection failed after
-// COMMIT was sent) asks, once that transaction can no longer commit, what it wrote. Each is
-// found by the stream index from the position of the head the batch started from.
+// Written reports, for every stream the batch appends to, whether the batch's events for it are
+// in the store. A writer that lost its transaction's outcome (the connection failed after
+// COMMIT was sent) asks, once that transaction can no longer commit, what it wrote. Each event
+// is found by the stream index from the position of the head the batch started from, by its
+// version and hash; a stream is written only when every one of the batch's events for it is
+// there. Its first event alone does not tell: another writer starting from the same head may
+// have appended an event identical to it (the same fact at the same recorded time: every
+// metered request of one key for the same resource and balance, two clocks behind the head's),
+// and the batch's later events are then missing — a transaction commits all of them or none.
 func (b *Batch) Written(ctx context.Context, q Querier) (map[int32]bool, error) {
 	var nos []int32
 	var after, versions []int64
 	var hashes [][]byte
 	for i, no := range b.evStreams {
-		bh := b.heads[no]
-		if b.evVersions[i] == bh.expected+1 {
-			nos, after, versions = append(nos, no), append(after, bh.head.Position), append(versions, b.evVersions[i])
-			hashes = append(hashes, b.evHashes[i])
-		}
+		nos, after, versions = append(nos, no), append(after, b.heads[no].head.Position), append(versions, b.evVersions[i])
+		hashes = append(hashes, b.evHashes[i])
 	}
 	rows, err := q.Query(ctx, `SELECT u.no FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::bytea[]) AS u(no, after, version, hash)
-		WHERE EXISTS (SELECT 1 FROM events e
-			WHERE e.stream_no = u.no AND e.position > u.after AND e.version = u.version AND e.hash = u.hash)`,
+		GROUP BY u.no
+		HAVING bool_and(EXISTS (SELECT 1 FROM events e
+			WHERE e.stream_no = u.no AND e.position > u.after AND e.version = u.version AND e.hash = u.hash))`,
 		nos, after, versions, hashes)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int32]bool, len(nos))
+	out := make(map[int32]bool, len(b.heads))
 	for _, no := range nos {
 		out[no] = false
 	}
