@@ -476,6 +476,12 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, 
 	written, rerr := m.resolve(be, ids, accounts, writes)
 	for _, id := range ids {
 		if a := accounts[id]; a.written && rerr == nil && written[a.no] {
+			// Found by its events' content, not by its transaction: what was found may be
+			// another process's identical events (eventstore.Batch.Written), written without
+			// this batch's claim chunk. Its claims are kept unsaved, for the next chunk to save
+			// (a claim saved twice is harmless), so that no chunk's `through` covers a claim
+			// no chunk holds.
+			a.saved = 0
 			m.remember(a)
 		}
 	}
