@@ -3,6 +3,7 @@ package readapi
 import (
 	"maps"
 	"math"
+	"math/big"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -133,7 +134,16 @@ func floatParam(q url.Values, name string, required bool, def, lo, hi float64, l
 		return def, nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
-	bad := err != nil || !decimalNumber.MatchString(s) || math.IsNaN(v) || math.IsInf(v, 0) || v > hi || v < lo || (loOpen && v == lo)
+	bad := err != nil || !decimalNumber.MatchString(s) || math.IsNaN(v) || math.IsInf(v, 0)
+	if !bad {
+		vsLo, vsHi := cmpExact(s, v, lo), cmpExact(s, v, hi)
+		bad = vsLo < 0 || vsHi > 0 || (loOpen && vsLo == 0)
+		if !bad && loOpen && v == lo {
+			// Above lo, but too close to it for a float64 (a radius of 1e-400): the nearest
+			// float64 that is above it too.
+			v = math.Nextafter(lo, hi)
+		}
+	}
 	if bad {
 		open := "["
 		if loOpen {
@@ -142,6 +152,35 @@ func floatParam(q url.Values, name string, required bool, def, lo, hi float64, l
 		return 0, httpx.BadParam(name, "must be a number in %s%g, %g]", open, lo, hi)
 	}
 	return v, nil
+}
+
+// cmpExact compares the number s (decimalNumber), read as v, with the bound b by its exact
+// decimal value: ParseFloat rounds, and a value just outside a bound (90.0000000000000001)
+// rounds onto it, one just above 0 (1e-400) to 0. Rounding keeps order and b is a float64, so
+// only a v equal to b needs the exact value.
+func cmpExact(s string, v, b float64) int {
+	switch {
+	case v < b:
+		return -1
+	case v > b:
+		return 1
+	case b == 0: // the sign of s, whatever its exponent
+		mantissa, _, _ := strings.Cut(strings.ToLower(s), "e")
+		if strings.Trim(mantissa, "+-.0") == "" {
+			return 0
+		}
+		if mantissa[0] == '-' {
+			return -1
+		}
+		return 1
+	}
+	// v is b, so s has a modest exponent and, at most paramLimits long, at most 32 digits:
+	// 256 bits hold it closely enough to tell it from b.
+	x, _, err := big.ParseFloat(s, 10, 256, big.ToNearestEven)
+	if err != nil {
+		return 0
+	}
+	return x.Cmp(big.NewFloat(b))
 }
 
 // dateParam reads an optional calendar date, YYYY-MM-DD.
