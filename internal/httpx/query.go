@@ -33,12 +33,15 @@ func BadParam(name, format string, args ...any) error {
 func queryProblem(raw string) error {
 	for _, pair := range strings.Split(raw, "&") {
 		name, value, _ := strings.Cut(pair, "=")
-		if n, err := url.QueryUnescape(name); err == nil {
+		n, nerr := url.QueryUnescape(name)
+		if nerr == nil {
 			name = n
 		}
 		switch _, verr := url.QueryUnescape(value); {
 		case strings.Contains(pair, ";"):
 			return BadParam(name, "holds a ';': separate parameters with '&', and send ';' in a value as %%3B")
+		case nerr != nil: // named as sent: it has no other name
+			return BadParam(name, "is not a valid percent-encoded name (a '%%' must start %%XX; send '%%' itself as %%25)")
 		case verr != nil:
 			return BadParam(name, "is not a valid percent-encoded value (a '%%' must start %%XX; send '%%' itself as %%25)")
 		}
