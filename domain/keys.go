@@ -119,13 +119,10 @@ func ParseAuthorization(header string) (string, error) {
 // carrying it more than once is malformed, ErrMissingKey, whatever the fields hold, rather
 // than authenticated by whichever came first.
 func ParseAuthorizationFields(values []string) (string, error) {
-	switch len(values) {
-	case 0:
+	if len(values) != 1 {
 		return "", ErrMissingKey
-	case 1:
-		return ParseAuthorization(values[0])
 	}
-	return "", ErrMissingKey
+	return ParseAuthorization(values[0])
 }
 
 // WellFormedKey checks prefix, length, alphabet and checksum.
