@@ -1,11 +1,9 @@
 package projections_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,26 +14,9 @@ import (
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/syncbuf"
 	"github.com/kyapi/kyapi/projections"
 )
-
-// lockedBuffer is a log output the test reads while the runner writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // appendPoison appends to an account stream a RequestCharged whose payload no decoder
 // reads: the account projections fail on it every time they are handed it.
@@ -64,7 +45,7 @@ func TestAProjectionFailingOnAnEventLogsOnceAMinuteNotAtEveryTry(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	store := eventstore.New(pool)
 	appendPoison(t, store)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	log := logrus.New()
 	log.SetOutput(&out)
 	balances := &countingProjection{Projection: projections.SQL{Pool: pool, Applier: projections.Balances{}}}
@@ -101,7 +82,7 @@ func TestAFailingProjectionIsNotRetriedAtEveryWake(t *testing.T) {
 	store := eventstore.New(pool)
 	appendPoison(t, store)
 	log := logrus.New()
-	log.SetOutput(&lockedBuffer{})
+	log.SetOutput(&syncbuf.Buffer{})
 	balances := &countingProjection{Projection: projections.SQL{Pool: pool, Applier: projections.Balances{}}}
 	// Ranges of one event: full, so no gathering spaces the tries either.
 	runner := &projections.Runner{Pool: pool, Projections: []projections.Projection{balances}, Log: log, BatchSize: 1}
