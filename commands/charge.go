@@ -250,7 +250,7 @@ func (m *Meter) commitFromMemory(batch []*pendingCharge) (redo []*pendingCharge)
 			return batch
 		}
 	}
-	if err := m.write(ctx, pc, be, true, mine, ids, accounts, &writes); err != nil {
+	if err := m.write(ctx, pc, be, "", mine, ids, accounts, &writes); err != nil {
 		// Nothing was written: decide them all again under the lock.
 		_ = leave(ctx, pc, err)
 		m.states.forget(ids...)
@@ -346,9 +346,16 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) 
 	rb.Queue(lockAccountsSQL, accountIDs)
 	rb.Queue(keyStatesSQL, keyIDs)
 	rb.Queue(eventstore.HeadsByNoSQL, nos)
+	// The transaction's id (the locks gave it one): should the connection be lost after the
+	// writes were sent, its status tells whether they committed (resolve).
+	rb.Queue(`SELECT pg_current_xact_id()::text`)
 	accounts := map[string]*batchAccount{}
 	br := pc.SendBatch(ctx, rb)
+	var xid string
 	err = readRound1(br, accounts)
+	if err == nil {
+		err = br.QueryRow().Scan(&xid)
+	}
 	if closeErr := br.Close(); err == nil {
 		err = closeErr
 	}
@@ -394,7 +401,7 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) 
 			return leave(ctx, pc, err)
 		}
 	}
-	if err := m.write(ctx, pc, be, false, batch, ids, accounts, &writes); err != nil {
+	if err := m.write(ctx, pc, be, xid, batch, ids, accounts, &writes); err != nil {
 		return leave(ctx, pc, eventstore.MapError(err))
 	}
 	// Under the lock nothing can change an account behind the batch's back but something that
@@ -420,8 +427,12 @@ func (m *Meter) commitUnderLock(batch []*pendingCharge, lockWait time.Duration) 
 // again under the lock: nothing of them was written, and the lost transaction can no longer
 // commit); decided under the lock, a refusal stands and a charge fails as unavailable. If that
 // cannot be found out in time, the charges that wrote fail with domain.ErrOutcomeUnknown.
-func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, fromMemory bool, charges []*pendingCharge,
+//
+// xid is the transaction's id when the batch was decided under the lock (read with the locks);
+// "" when decided from memory, where BEGIN is sent with the writes.
+func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, xid string, charges []*pendingCharge,
 	ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) error {
+	fromMemory := xid == ""
 	cut := func() { _ = pc.PgConn().Conn().Close() }
 	if h := m.opts.Hooks.BeforeWrite; h != nil {
 		h(cut)
@@ -473,15 +484,17 @@ func (m *Meter) write(ctx context.Context, pc *pgx.Conn, be eventstore.Backend, 
 	// after the writes may have been sent: find out what happened.
 	_ = pc.Close(ctx)
 	m.states.forget(ids...)
-	written, rerr := m.resolve(be, ids, accounts, writes)
+	written, rerr := m.resolve(be, xid, ids, accounts, writes)
 	for _, id := range ids {
 		if a := accounts[id]; a.written && rerr == nil && written[a.no] {
-			// Found by its events' content, not by its transaction: what was found may be
-			// another process's identical events (eventstore.Batch.Written), written without
-			// this batch's claim chunk. Its claims are kept unsaved, for the next chunk to save
-			// (a claim saved twice is harmless), so that no chunk's `through` covers a claim
-			// no chunk holds.
-			a.saved = 0
+			// Decided from memory, found by its events' content, not by its transaction:
+			// what was found may be another process's identical events
+			// (eventstore.Batch.Written), written without this batch's claim chunk. Its
+			// claims are kept unsaved, for the next chunk to save (a claim saved twice is
+			// harmless), so that no chunk's `through` covers a claim no chunk holds.
+			if fromMemory {
+				a.saved = 0
+			}
 			m.remember(a)
 		}
 	}
@@ -795,11 +808,15 @@ const batchWait = 10 * time.Second
 // resolve finds out, for a batch whose connection to backend be was lost after its writes may
 // have been sent, which accounts' events are in the store. It first makes sure the transaction
 // can no longer commit: it ends the backend if it still runs (the COMMIT may never have
-// arrived, or be on its way) and waits until it is gone; then, holding the accounts' locks (so
+// arrived, or be on its way) and waits until it is gone. Then, when the batch's transaction id
+// xid is known (decided under the lock), its status says whether it committed: another
+// process charging the same from the same head, at the same recorded time, writes events
+// identical to the batch's, which their content cannot tell from the batch's own. Otherwise
+// (decided from memory: "" — BEGIN went with the writes), holding the accounts' locks (so
 // that no transaction that held them is still running), it reads whether each account's
 // events of the batch are all there (eventstore.Batch.Written). domain.ErrOutcomeUnknown if
 // that cannot be found out in time.
-func (m *Meter) resolve(be eventstore.Backend, ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) (map[int32]bool, error) {
+func (m *Meter) resolve(be eventstore.Backend, xid string, ids []string, accounts map[string]*batchAccount, writes *eventstore.Batch) (map[int32]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()
 	var written []string
@@ -812,7 +829,7 @@ func (m *Meter) resolve(be eventstore.Backend, ids []string, accounts map[string
 		return map[int32]bool{}, nil
 	}
 	for {
-		out, err := m.writtenAfter(ctx, be, written, writes)
+		out, err := m.writtenAfter(ctx, be, xid, written, accounts, writes)
 		if err == nil {
 			return out, nil
 		}
@@ -827,7 +844,8 @@ func (m *Meter) resolve(be eventstore.Backend, ids []string, accounts map[string
 // errBackendRunning: the lost transaction's backend has not ended yet.
 var errBackendRunning = errors.New("commands: the backend of a lost batch still runs")
 
-func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, ids []string, writes *eventstore.Batch) (map[int32]bool, error) {
+func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, xid string, ids []string, accounts map[string]*batchAccount,
+	writes *eventstore.Batch) (map[int32]bool, error) {
 	// Each try on a new connection, given a part of the time, so that one that stops
 	// answering leaves time for the next.
 	ctx, cancel := context.WithTimeout(ctx, outcomeWait/5)
@@ -843,6 +861,21 @@ func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, ids []s
 	}
 	if running {
 		return nil, errBackendRunning
+	}
+	if xid != "" {
+		// Its transaction's status says it exactly: it committed all its writes or none.
+		var status *string
+		if err := c.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status); err != nil {
+			return nil, err
+		}
+		if status == nil || *status == "in progress" {
+			return nil, errBackendRunning
+		}
+		out := map[int32]bool{}
+		for _, id := range ids {
+			out[accounts[id].no] = *status == "committed"
+		}
+		return out, nil
 	}
 	var out map[int32]bool
 	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {

@@ -66,3 +66,59 @@ func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalFirstEvent(t 
 	}
 	auditClean(t, probe.pool)
 }
+
+// A batch decided under the lock whose connection is lost before its writes reach the server
+// never commits; meanwhile another process charges the account from the same head with the
+// very same charge (the same key, resource and balance, at the same recorded time), so every
+// event the lost batch would have written is in the store, byte for byte, written by the
+// other. The lost batch must not take them for its own: the other process answered that
+// charge, and answering it here too would serve two requests as charged where the ledger holds
+// one.
+func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalEvents(t *testing.T) {
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	probe := newStack(t, dbURL, clk)
+	var other stack
+	var hash domain.KeyHash
+	var batches, fired atomic.Int32
+	gs := &gatedStack{entered: make(chan struct{}), release: make(chan struct{})}
+	gs.stack = newStack(t, dbURL, clk, commands.MeterOptions{Workers: 1,
+		BeforeBatch: func(int) {
+			if batches.Add(1) == 1 {
+				close(gs.entered)
+				<-gs.release
+			}
+		},
+		Hooks: commands.MeterHooks{BeforeWrite: func(cut func()) {
+			if batches.Load() != 2 || !fired.CompareAndSwap(0, 1) {
+				return
+			}
+			cut() // nothing of this batch reaches the server; its transaction rolls back
+			// The other process charges p1 from the same head, at the same time.
+			if res, err := other.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || res.Credits != 1 {
+				t.Errorf("the other process's charge: %+v %v", res, err)
+			}
+		}}})
+	other = newStack(t, dbURL, clk)
+	id, key := fundedAccount(t, probe, 500)
+	hash = domain.HashKey(key.APIKey)
+	_, holderKey := fundedAccount(t, probe, 500)
+	out := gs.oneBatch(t, domain.HashKey(holderKey.APIKey), []chargeReq{
+		{hash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
+	})
+	if fired.Load() != 1 {
+		t.Fatal("the batch's connection was not cut")
+	}
+	l := ledgerOf(t, probe, id)
+	if l.charges != 1 || !l.consistent() {
+		t.Fatalf("ledger %+v; want the other process's one charge", l)
+	}
+	if o := out[0]; o.err == nil {
+		t.Fatalf("p1 answered %+v, yet the one charge in the ledger is the other process's: two requests served as charged, one charge", o.res)
+	}
+	// The meter's memory follows the ledger: p1 is free.
+	if res, err := gs.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || res.Credits != 0 {
+		t.Fatalf("p1 again: %+v %v; want it free", res.ChargeDecision, err)
+	}
+	auditClean(t, probe.pool)
+}
