@@ -811,8 +811,8 @@ const batchWait = 10 * time.Second
 // arrived, or be on its way) and waits until it is gone. Then, when the batch's transaction id
 // xid is known (decided under the lock), its status says whether it committed: another
 // process charging the same from the same head, at the same recorded time, writes events
-// identical to the batch's, which their content cannot tell from the batch's own. Otherwise
-// (decided from memory: "" — BEGIN went with the writes), holding the accounts' locks (so
+// identical to the batch's, which their content cannot tell from the batch's own. Committed,
+// or decided from memory ("": BEGIN went with the writes), holding the accounts' locks (so
 // that no transaction that held them is still running), it reads whether each account's
 // events of the batch are all there (eventstore.Batch.Written). domain.ErrOutcomeUnknown if
 // that cannot be found out in time.
@@ -863,7 +863,10 @@ func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, xid str
 		return nil, errBackendRunning
 	}
 	if xid != "" {
-		// Its transaction's status says it exactly: it committed all its writes or none.
+		// Its transaction's status says whether it wrote anything: rolled back, nothing, however
+		// like the batch's the events found (another process's identical ones). Committed, each
+		// account's events are looked for below: kyapi_charge writes nothing of an account it
+		// finds changed (a stream appended to without the account's lock).
 		var status *string
 		if err := c.QueryRow(ctx, `SELECT pg_xact_status($1::xid8)`, xid).Scan(&status); err != nil {
 			return nil, err
@@ -871,11 +874,13 @@ func (m *Meter) writtenAfter(ctx context.Context, be eventstore.Backend, xid str
 		if status == nil || *status == "in progress" {
 			return nil, errBackendRunning
 		}
-		out := map[int32]bool{}
-		for _, id := range ids {
-			out[accounts[id].no] = *status == "committed"
+		if *status != "committed" {
+			out := map[int32]bool{}
+			for _, id := range ids {
+				out[accounts[id].no] = false
+			}
+			return out, nil
 		}
-		return out, nil
 	}
 	var out map[int32]bool
 	err = pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
