@@ -17,41 +17,7 @@ import (
 // process did not write is answered nothing-charged, and what the meter remembers follows the
 // ledger.
 func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalFirstEvent(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	clk := &clock{now: noon}
-	probe := newStack(t, dbURL, clk)
-	var other stack
-	var hash domain.KeyHash
-	var batches, fired atomic.Int32
-	gs := &gatedStack{entered: make(chan struct{}), release: make(chan struct{})}
-	gs.stack = newStack(t, dbURL, clk, commands.MeterOptions{Workers: 1,
-		BeforeBatch: func(int) {
-			if batches.Add(1) == 1 {
-				close(gs.entered)
-				<-gs.release
-			}
-		},
-		Hooks: commands.MeterHooks{BeforeWrite: func(cut func()) {
-			if batches.Load() != 2 || !fired.CompareAndSwap(0, 1) {
-				return
-			}
-			cut() // nothing of this batch reaches the server; its transaction rolls back
-			// The other process charges p1 from the same head, at the same time.
-			if res, err := other.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || res.Credits != 1 {
-				t.Errorf("the other process's charge: %+v %v", res, err)
-			}
-		}}})
-	other = newStack(t, dbURL, clk)
-	id, key := fundedAccount(t, probe, 500)
-	hash = domain.HashKey(key.APIKey)
-	_, holderKey := fundedAccount(t, probe, 500)
-	out := gs.oneBatch(t, domain.HashKey(holderKey.APIKey), []chargeReq{
-		{hash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
-		{hash, domain.OpPlaceDetail, []string{domain.PlaceResource("p2")}},
-	})
-	if fired.Load() != 1 {
-		t.Fatal("the batch's connection was not cut")
-	}
+	probe, gs, id, hash, out := lostBatchBesideAnIdenticalCharge(t, "p1", "p2")
 	_, _, pairs := paidTwice(t, probe, id)
 	l := ledgerOf(t, probe, id)
 	if l.charges != 1 || pairs != 1 || !l.consistent() {
@@ -75,40 +41,7 @@ func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalFirstEvent(t 
 // charge, and answering it here too would serve two requests as charged where the ledger holds
 // one.
 func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalEvents(t *testing.T) {
-	dbURL := pgtest.NewDatabase(t)
-	clk := &clock{now: noon}
-	probe := newStack(t, dbURL, clk)
-	var other stack
-	var hash domain.KeyHash
-	var batches, fired atomic.Int32
-	gs := &gatedStack{entered: make(chan struct{}), release: make(chan struct{})}
-	gs.stack = newStack(t, dbURL, clk, commands.MeterOptions{Workers: 1,
-		BeforeBatch: func(int) {
-			if batches.Add(1) == 1 {
-				close(gs.entered)
-				<-gs.release
-			}
-		},
-		Hooks: commands.MeterHooks{BeforeWrite: func(cut func()) {
-			if batches.Load() != 2 || !fired.CompareAndSwap(0, 1) {
-				return
-			}
-			cut() // nothing of this batch reaches the server; its transaction rolls back
-			// The other process charges p1 from the same head, at the same time.
-			if res, err := other.charge(hash, domain.OpPlaceDetail, domain.PlaceResource("p1")); err != nil || res.Credits != 1 {
-				t.Errorf("the other process's charge: %+v %v", res, err)
-			}
-		}}})
-	other = newStack(t, dbURL, clk)
-	id, key := fundedAccount(t, probe, 500)
-	hash = domain.HashKey(key.APIKey)
-	_, holderKey := fundedAccount(t, probe, 500)
-	out := gs.oneBatch(t, domain.HashKey(holderKey.APIKey), []chargeReq{
-		{hash, domain.OpPlaceDetail, []string{domain.PlaceResource("p1")}},
-	})
-	if fired.Load() != 1 {
-		t.Fatal("the batch's connection was not cut")
-	}
+	probe, gs, id, hash, out := lostBatchBesideAnIdenticalCharge(t, "p1")
 	l := ledgerOf(t, probe, id)
 	if l.charges != 1 || !l.consistent() {
 		t.Fatalf("ledger %+v; want the other process's one charge", l)
@@ -121,4 +54,48 @@ func TestALostBatchIsNotTakenForCommittedByAnotherProcesssIdenticalEvents(t *tes
 		t.Fatalf("p1 again: %+v %v; want it free", res.ChargeDecision, err)
 	}
 	auditClean(t, probe.pool)
+}
+
+// lostBatchBesideAnIdenticalCharge runs one batch, decided under the lock, of place-detail
+// charges of places by one funded account; its connection is cut before its writes reach the
+// server (its transaction rolls back), and meanwhile another process charges the first place
+// from the same head at the same recorded time: an event byte for byte the batch's first.
+func lostBatchBesideAnIdenticalCharge(t *testing.T, places ...string) (probe stack, gs *gatedStack, id string, hash domain.KeyHash, out []outcome) {
+	t.Helper()
+	dbURL := pgtest.NewDatabase(t)
+	clk := &clock{now: noon}
+	probe = newStack(t, dbURL, clk)
+	var other stack
+	var batches, fired atomic.Int32
+	gs = &gatedStack{entered: make(chan struct{}), release: make(chan struct{})}
+	gs.stack = newStack(t, dbURL, clk, commands.MeterOptions{Workers: 1,
+		BeforeBatch: func(int) {
+			if batches.Add(1) == 1 {
+				close(gs.entered)
+				<-gs.release
+			}
+		},
+		Hooks: commands.MeterHooks{BeforeWrite: func(cut func()) {
+			if batches.Load() != 2 || !fired.CompareAndSwap(0, 1) {
+				return
+			}
+			cut() // nothing of this batch reaches the server; its transaction rolls back
+			// The other process charges the first place from the same head, at the same time.
+			if res, err := other.charge(hash, domain.OpPlaceDetail, domain.PlaceResource(places[0])); err != nil || res.Credits != 1 {
+				t.Errorf("the other process's charge: %+v %v", res, err)
+			}
+		}}})
+	other = newStack(t, dbURL, clk)
+	id, key := fundedAccount(t, probe, 500)
+	hash = domain.HashKey(key.APIKey)
+	_, holderKey := fundedAccount(t, probe, 500)
+	var reqs []chargeReq
+	for _, p := range places {
+		reqs = append(reqs, chargeReq{hash, domain.OpPlaceDetail, []string{domain.PlaceResource(p)}})
+	}
+	out = gs.oneBatch(t, domain.HashKey(holderKey.APIKey), reqs)
+	if fired.Load() != 1 {
+		t.Fatal("the batch's connection was not cut")
+	}
+	return probe, gs, id, hash, out
 }
