@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -451,6 +452,7 @@ func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Re
 		b.Filter = append(b.Filter, types.Query{Prefix: map[string]types.PrefixQuery{"town_slug": {Value: q.TownPrefix}}})
 	}
 	sort := []types.SortCombinations{fieldSort("rating_count", sortorder.Desc), fieldSort("place_id", sortorder.Asc)}
+	copies := ""
 	if words := placeindex.DistinctWords(q.Q); len(words) > 0 {
 		text := &types.BoolQuery{}
 		for _, w := range words {
@@ -458,8 +460,9 @@ func (x *Index) List(ctx context.Context, q placeindex.ListQuery) (placeindex.Re
 		}
 		nameFirst(b, types.Query{Bool: text}, words)
 		sort = []types.SortCombinations{types.SortOptions{Score_: &types.ScoreSort{Order: &sortorder.Desc}}, fieldSort("place_id", sortorder.Asc)}
+		copies = samePages(q.TownPrefix, words)
 	}
-	res, err := x.search(ctx, &search.Request{
+	res, err := x.search(ctx, copies, &search.Request{
 		Query:          &types.Query{Bool: b},
 		Sort:           sort,
 		From:           &offset,
@@ -540,7 +543,7 @@ func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Res
 	if q.ExcludeID != "" {
 		b.MustNot = append(b.MustNot, types.Query{Ids: &types.IdsQuery{Values: []string{q.ExcludeID}}})
 	}
-	res, err := x.search(ctx, &search.Request{
+	res, err := x.search(ctx, "", &search.Request{
 		Query: &types.Query{Bool: b},
 		Sort: []types.SortCombinations{
 			types.SortOptions{GeoDistance_: &types.GeoDistanceSort{
@@ -575,9 +578,32 @@ func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Res
 	return placeindex.Result{Hits: hits, Total: total(res)}, nil
 }
 
-func (x *Index) search(ctx context.Context, req *search.Request) (*search.Response, error) {
-	res, err := x.es.Search().Index(x.alias).Request(req).Do(ctx)
+// search runs req on the alias. preference, when not "", is a custom preference: Elasticsearch
+// sends the searches giving the same one to the same shard copies while the cluster's layout
+// holds.
+func (x *Index) search(ctx context.Context, preference string, req *search.Request) (*search.Response, error) {
+	s := x.es.Search().Index(x.alias).Request(req)
+	if preference != "" {
+		s.Preference(preference)
+	}
+	res, err := s.Do(ctx)
 	return res, unavailable(err)
+}
+
+// samePages is the preference of a q's searches, one per q and town, whatever the page: each
+// copy of the shard (the primary, its replicas) scores by its own term statistics, which count
+// a replaced place's old document until that copy merges it away, so pages of one q ranked by
+// different copies could repeat or skip places (docs/api.md, "Places": offset pages through the
+// same order). Without q the order is the sort's alone, the same on every copy. One preference
+// per q, not one for all, keeps the searches spread over the copies.
+func samePages(townPrefix string, words []string) string {
+	h := fnv.New64a()
+	h.Write([]byte(townPrefix))
+	for _, w := range words {
+		h.Write([]byte{0})
+		h.Write([]byte(w))
+	}
+	return "q-" + strconv.FormatUint(h.Sum64(), 16) // a custom preference must not start with "_"
 }
 
 // unavailable marks an error answer of a reachable cluster that cannot serve now — 429 (its

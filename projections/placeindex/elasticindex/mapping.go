@@ -21,7 +21,9 @@ package elasticindex
 // rating_count is a long: the catalog takes counts up to 2^31-1, and a long holds them all.
 //
 // One shard keeps relevance statistics, and so the order of equal-looking
-// hits, identical to what a single-node test sees. max_result_window covers
+// hits, identical to what a single-node test sees; its copies (replicas) each
+// keep their own, so every page of one q asks for the same copies (samePages).
+// max_result_window covers
 // the read API's deepest page (offset 10000 + limit 100).
 const indexBody = `{
   "settings": {

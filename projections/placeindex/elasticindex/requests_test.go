@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ type fakeES struct {
 	mu       sync.Mutex
 	requests []string          // "METHOD /path"
 	bodies   map[string]string // last body per "METHOD /path"
+	queries  map[string]string // last query string per "METHOD /path"
 	bulks    []string          // every bulk body, in order
 	// hits, when set, is the "hits" array every search answers (else one hit, p-near).
 	hits string
@@ -33,6 +35,7 @@ func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.requests = append(f.requests, key)
 	f.bodies[key] = string(body)
+	f.queries[key] = r.URL.RawQuery
 	if strings.HasSuffix(r.URL.Path, "/_bulk") {
 		f.bulks = append(f.bulks, string(body))
 	}
@@ -65,7 +68,7 @@ func (f *fakeES) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func openFake(t *testing.T) (*elasticindex.Index, *fakeES) {
 	t.Helper()
-	f := &fakeES{bodies: map[string]string{}}
+	f := &fakeES{bodies: map[string]string{}, queries: map[string]string{}}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
 	idx, err := elasticindex.Open(context.Background(), srv.URL, "places")
@@ -270,6 +273,40 @@ func TestListWithQCountsTheWordsOfQTheNameHoldsAboveTheTextScore(t *testing.T) {
 	for _, no := range []string{"script_score", "constant_score", "should"} {
 		if strings.Contains(raw, no) {
 			t.Errorf("list without q asks for %s:\n%s", no, raw)
+		}
+	}
+}
+
+// Every copy of the shard (the primary and its replicas) scores by its own term statistics,
+// which count a replaced place's old document until that copy merges it away, and copies merge
+// on their own: by default each search goes to whichever copy Elasticsearch picks, so two
+// pages of one q could be ranked by different copies and repeat or skip places (each row
+// charged). docs/api.md, "Places": offset pages through the same order as limit. Every page of
+// one q asks for the same copies (a custom preference, which must not start with "_"), whatever
+// its offset and limit.
+func TestEveryPageOfOneQIsAskedOfTheSameShardCopies(t *testing.T) {
+	idx, f := openFake(t)
+	preference := func(q placeindex.ListQuery) string {
+		t.Helper()
+		if _, err := idx.List(context.Background(), q); err != nil {
+			t.Fatalf("List: %v", err)
+		}
+		v, err := url.ParseQuery(f.queries["POST /places/_search"])
+		if err != nil {
+			t.Fatalf("search query string: %v", err)
+		}
+		return v.Get("preference")
+	}
+	first := preference(placeindex.ListQuery{Q: "Bourbon bar", TownPrefix: "lex", Limit: 20})
+	if first == "" || strings.HasPrefix(first, "_") {
+		t.Fatalf("search preference = %q, want a custom string (not starting with _)", first)
+	}
+	for _, page := range []placeindex.ListQuery{
+		{Q: "Bourbon bar", TownPrefix: "lex", Limit: 20, Offset: 20},
+		{Q: "bourbon  BAR", TownPrefix: "lex", Limit: 100, Offset: 40},
+	} {
+		if got := preference(page); got != first {
+			t.Errorf("%+v: preference %q, want %q as on the first page", page, got, first)
 		}
 	}
 }
