@@ -514,9 +514,11 @@ func wordQuery(word string) types.Query {
 // be in or out where the embedded index (exact) says otherwise, so a hit's
 // DistanceKm can exceed RadiusKm by up to that much. A page is sorted again by
 // the DistanceKm it reports, ties by PlaceID, so its rows agree with their
-// distances; two places less than a centimetre apart in distance that fall on
-// either side of a page boundary can still come in either order
-// (docs/api.md, "Geo search").
+// distances. The sort's distance is off by up to about a centimetre (the
+// quantized point) and, beyond about 1,000 km, by up to 40 cm more (Lucene's
+// SloppyMath.haversinMeters, which Elasticsearch sorts by): two places that
+// close in distance on either side of a page boundary can still come in either
+// order (docs/api.md, "Geo search").
 func (x *Index) Near(ctx context.Context, q placeindex.GeoQuery) (placeindex.Result, error) {
 	if _, err := x.lastSeen(); err != nil {
 		return placeindex.Result{}, err
