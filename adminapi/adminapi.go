@@ -51,8 +51,10 @@ type Server struct {
 func (s *Server) Handler() http.Handler {
 	r := mux.NewRouter()
 	// Routes match the path as sent, so an outage id holding an escaped "/" (%2F) is one
-	// segment; pathVar unescapes what they capture.
-	r.UseEncodedPath()
+	// segment; pathVar unescapes what they capture. A path that is not clean ("//", "." or
+	// ".." segments) is not redirected, which would answer before the token is checked: it is
+	// authenticated, logged and matched as sent, like any other.
+	r.UseEncodedPath().SkipClean(true)
 	accessLog := httpx.AccessLog(s.logger())
 	r.Use(accessLog, s.authenticate)
 

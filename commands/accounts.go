@@ -366,8 +366,8 @@ func ValidateReference(field, ref string) error {
 		return &domain.ValidationError{Field: field, Message: "NUL characters (\\u0000) are not allowed"}
 	}
 	// An outage id is read back in a path (GET /admin/bonus-grants/{outageId}), where "." and
-	// "..", which url.PathEscape leaves as they are, are cleaned into another path before any
-	// route sees them: a grant under one could never be read back.
+	// "..", which url.PathEscape leaves as they are, are cleaned into another path by clients
+	// (curl, browsers) and proxies: a grant under one could not be read back.
 	if field == "outage_id" && (ref == "." || ref == "..") {
 		return &domain.ValidationError{Field: field, Message: `must not be "." or "..", which a path cannot carry as a segment`}
 	}

@@ -2,7 +2,9 @@ package app
 
 import (
 	"net/http"
+	"path"
 	"runtime/debug"
+	"strings"
 
 	"github.com/sirupsen/logrus"
 
@@ -21,8 +23,31 @@ func adminListener(api, console http.Handler, m *metrics.Metrics, log *logrus.Lo
 	mux.Handle("/console/", m.Observe("console", console))
 	mux.Handle("/console", httpx.LogAs(log, "/console",
 		m.ObserveRoute("console", "/console", http.RedirectHandler("/console/", http.StatusMovedPermanently))))
-	mux.Handle("/", m.Observe("admin", api))
-	return mux
+	admin := m.Observe("admin", api)
+	mux.Handle("/", admin)
+	// ServeMux redirects a path that is not clean ("//", "." or ".." segments) to its clean
+	// form, before any token is checked and with no access-log line: such a path goes to the
+	// admin API, which authenticates it and answers 404 (docs/api.md, "Admin API").
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.EscapedPath(); p != cleanPath(p) {
+			admin.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the path ServeMux serves p as (it redirects p there when they differ): p with
+// "//", "." and ".." segments resolved, a trailing "/" kept.
+func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
+	clean := path.Clean(p)
+	if strings.HasSuffix(p, "/") && clean != "/" {
+		clean += "/"
+	}
+	return clean
 }
 
 // Version is the module version and VCS revision this binary was built from, as Go records it.

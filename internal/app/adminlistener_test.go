@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyapi/kyapi/adminapi"
 	"github.com/kyapi/kyapi/internal/metrics"
 	"github.com/kyapi/kyapi/internal/syncbuf"
 )
@@ -43,6 +45,48 @@ func TestMetricsAndTheConsoleRedirectAreLoggedAndCounted(t *testing.T) {
 	} {
 		if !strings.Contains(w.Body.String(), series+"\n") {
 			t.Errorf("no %s in the metrics:\n%s", series, w.Body.String())
+		}
+	}
+}
+
+// A path that is not clean ("//", "." or ".." segments) is an admin API call like any other:
+// without the token it is 401 with the error body, with it a 404 (no route is such a path),
+// each with its access-log line — never a redirect that answers before the token is checked
+// and logs nothing (docs/api.md, "Admin API").
+func TestAnUncleanAdminPathIsAuthenticatedAndLoggedNotRedirected(t *testing.T) {
+	var buf syncbuf.Buffer
+	log := logrus.New()
+	log.SetOutput(&buf)
+	log.SetFormatter(&logrus.JSONFormatter{})
+	admin := &adminapi.Server{Token: "admin-token", Log: log}
+	h := adminListener(admin.Handler(), http.NotFoundHandler(), metrics.New(metrics.Source{}), log)
+	for _, c := range []struct {
+		method, path, token string
+		status              int
+		code                string
+	}{
+		{http.MethodGet, "/admin/./accounts/acc_1", "", http.StatusUnauthorized, "missing_api_key"},
+		{http.MethodPost, "/admin//accounts", "", http.StatusUnauthorized, "missing_api_key"},
+		{http.MethodPost, "/admin/accounts/../accounts", "wrong", http.StatusUnauthorized, "invalid_api_key"},
+		{http.MethodPost, "/admin//accounts", "admin-token", http.StatusNotFound, "not_found"},
+		{http.MethodGet, "/console/../admin/digest", "", http.StatusUnauthorized, "missing_api_key"},
+	} {
+		req := httptest.NewRequest(c.method, "http://127.0.0.1:8081/", strings.NewReader(`{"name":"x","email":"x@example.com"}`))
+		req.URL.Path, req.RequestURI = c.path, c.path
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		var body struct{ Code string }
+		_ = json.Unmarshal(w.Body.Bytes(), &body)
+		if w.Code != c.status || body.Code != c.code {
+			t.Errorf("%s %s: %d %q (Location %q), want %d %q", c.method, c.path, w.Code, body.Code, w.Header().Get("Location"), c.status, c.code)
+			continue
+		}
+		id := w.Header().Get("X-Request-Id")
+		if line := `"request_id":"` + id + `"`; id == "" || strings.Count(buf.String(), line) != 1 {
+			t.Errorf("%s %s: want one access-log line with request id %q in %s", c.method, c.path, id, buf.String())
 		}
 	}
 }
