@@ -103,6 +103,12 @@ func TestAuthorizationHeaderParsing(t *testing.T) {
 		{"Bearer sk_test_" + strings.Repeat("a", 40), domain.ErrInvalidKey},
 		{"Bearer " + key, nil},
 		{"bearer " + key, nil},
+		{"  Bearer   " + key + "  ", nil},
+		// A bearer token is one word (RFC 6750's b64token has no blank): more is a malformed
+		// header, whatever the first word is.
+		{"Bearer " + key + " extra", domain.ErrMissingKey},
+		{"Bearer " + key + "\textra", domain.ErrMissingKey},
+		{"Bearer svc_live_short extra", domain.ErrMissingKey},
 	}
 	for _, c := range cases {
 		got, err := domain.ParseAuthorization(c.header)

@@ -105,7 +105,9 @@ func ParseAuthorization(header string) (string, error) {
 		return "", ErrMissingKey
 	}
 	token = strings.TrimSpace(token)
-	if token == "" {
+	if token == "" || strings.ContainsAny(token, " \t") {
+		// A bearer token is one word (RFC 6750: b64token has no blank): "Bearer <key> extra"
+		// is a malformed header, not an unknown key.
 		return "", ErrMissingKey
 	}
 	if !WellFormedKey(token) {
