@@ -123,3 +123,44 @@ func TestDocumentReturnsACopy(t *testing.T) {
 		t.Fatalf("document changed by a caller's write: %v", err)
 	}
 }
+
+// Every answer of the read address carries X-Request-Id (httpx.RequestID, outside the router:
+// docs/operations.md, "Request ids"), and every 503 says Retry-After and X-Charge-Outcome
+// (httpx.Error.Write: docs/api.md, "The two 503 answers"). The document declares each of them
+// wherever the server sends it, and as required: a client may count on what it always gets.
+func TestHeadersEveryAnswerCarriesAreDeclaredRequired(t *testing.T) {
+	doc, err := libopenapi.NewDocument(openapi.Document())
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	model, err := doc.BuildV3Model()
+	if err != nil {
+		t.Fatalf("build v3 model: %v", err)
+	}
+	check := func(where, code string, r *v3.Response) {
+		want := []string{"X-Request-Id"}
+		if code == "503" {
+			want = append(want, "Retry-After", "X-Charge-Outcome")
+		}
+		for _, name := range want {
+			var h *v3.Header
+			if r.Headers != nil {
+				h = r.Headers.GetOrZero(name)
+			}
+			if h == nil || !h.Required {
+				t.Errorf("%s %s: %s is not a required header", where, code, name)
+			}
+		}
+	}
+	for path, item := range model.Model.Paths.PathItems.FromOldest() {
+		for method, op := range item.GetOperations().FromOldest() {
+			for code, r := range op.Responses.Codes.FromOldest() {
+				check(strings.ToUpper(method)+" "+path, code, r)
+			}
+		}
+	}
+	for name, r := range model.Model.Components.Responses.FromOldest() {
+		code := map[string]string{"Unavailable": "503"}[name]
+		check("components/responses/"+name, code, r)
+	}
+}

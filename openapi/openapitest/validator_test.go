@@ -139,6 +139,7 @@ func TestCheckReadsAndRestoresTheBodyWhenNoneIsGiven(t *testing.T) {
 func TestCheckAcceptsConformingResponsesOfOtherOperations(t *testing.T) {
 	rateHeaders := http.Header{
 		"Content-Type":          {"application/json"},
+		"X-Request-Id":          {"req_abc"},
 		"X-Ratelimit-Limit":     {"60"},
 		"X-Ratelimit-Remaining": {"0"},
 		"X-Ratelimit-Reset":     {"1767225600"},
@@ -147,7 +148,7 @@ func TestCheckAcceptsConformingResponsesOfOtherOperations(t *testing.T) {
 	}
 	tooMany := rateHeaders.Clone()
 	tooMany.Set("Retry-After", "12")
-	jsonOnly := http.Header{"Content-Type": {"application/json"}}
+	jsonOnly := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_abc"}}
 
 	cases := []struct {
 		name   string
