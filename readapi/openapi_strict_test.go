@@ -11,8 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
 
 	"github.com/kyapi/kyapi/commands"
 	"github.com/kyapi/kyapi/eventstore"
@@ -398,6 +402,91 @@ func TestEveryAnswerOfEveryOperationIsWhatTheDocumentSays(t *testing.T) {
 				seen[p] = true
 				t.Error(p)
 			}
+		}
+	}
+}
+
+// TestParameterValuesAreJudgedAsTheDocumentSays sends parameter values at and around every
+// bound and reads each request against the document's parameter schemas too: where the schema
+// and the server judge a value differently (the server reads a query string in ways JSON
+// Schema cannot say), the document's text says how the server judges it.
+func TestParameterValuesAreJudgedAsTheDocumentSays(t *testing.T) {
+	s := newStack(t)
+	_, key := s.customer(2500000)
+	doc, err := libopenapi.NewDocument(openapi.Document())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc, config.WithFormatAssertions())
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	text := string(openapi.Document())
+	cases := []struct {
+		query string
+		says  string // where the schema and the server disagree: the document's words for it
+	}{
+		{"/api/data/places?limit=1", ""}, {"/api/data/places?limit=100", ""}, {"/api/data/places?limit=0", ""},
+		{"/api/data/places?limit=101", ""}, {"/api/data/places?limit=abc", ""}, {"/api/data/places?limit=05", ""},
+		{"/api/data/places?offset=0", ""}, {"/api/data/places?offset=10000", ""}, {"/api/data/places?offset=10001", ""},
+		{"/api/data/places?offset=-1", ""},
+		{"/api/data/places?limit=1e1", "`limit=1e1`"},
+		{"/api/data/places?limit=10.0", "`limit=10.0`"},
+		{"/api/data/places?limit=+5", "(`limit=%205` is 5)"},
+		{"/api/data/places?limit=", "An empty or all-blank value counts as absent"},
+		{"/api/data/places?limit=1&limit=2", "A listed parameter given twice"},
+		{"/api/data/places?q=a;b", "a `;` separator"},
+		{"/api/data/places?q=" + strings.Repeat("a", 200), ""}, {"/api/data/places?q=" + strings.Repeat("a", 201), ""},
+		{"/api/data/places?town=" + strings.Repeat("a", 128), ""}, {"/api/data/places?town=" + strings.Repeat("a", 129), ""},
+		{"/api/data/search?lat=1&lng=1", ""}, {"/api/data/search?lng=1", ""}, {"/api/data/search?lat=1", ""},
+		{"/api/data/search?lat=90&lng=180", ""}, {"/api/data/search?lat=-90&lng=-180", ""},
+		{"/api/data/search?lat=90.5&lng=1", ""}, {"/api/data/search?lat=1&lng=-180.5", ""},
+		{"/api/data/search?lat=1e1&lng=1", ""}, {"/api/data/search?lat=.5&lng=5.", ""},
+		{"/api/data/search?lat=NaN&lng=1", ""}, {"/api/data/search?lat=1&lng=Infinity", ""}, {"/api/data/search?lat=0x1p4&lng=1", ""},
+		{"/api/data/search?lat=90.0000000000000001&lng=1", "`lat=90.0000000000000001` is 400"},
+		{"/api/data/search?lat=1&lng=1&radius=50", ""}, {"/api/data/search?lat=1&lng=1&radius=50.5", ""},
+		{"/api/data/search?lat=1&lng=1&radius=0", ""}, {"/api/data/search?lat=1&lng=1&radius=-1", ""},
+		{"/api/data/search?lat=1&lng=1&radius=1e-400", "in range by their exact value"},
+		{"/api/data/search?lat=1&lng=1&limit=100&offset=10000", ""}, {"/api/data/search?lat=1&lng=1&limit=101", ""},
+		{"/api/data/hidden-gems?limit=1", ""}, {"/api/data/hidden-gems?limit=50", ""}, {"/api/data/hidden-gems?limit=51", ""},
+		{"/api/data/hidden-gems?limit=0", ""}, {"/api/data/hidden-gems?town=lexington", ""},
+		{"/api/data/events?from=2025-06-01&to=2025-06-30", ""}, {"/api/data/events?from=2024-02-29", ""},
+		{"/api/data/events?from=2025-02-29", ""}, {"/api/data/events?from=2025-6-1", ""}, {"/api/data/events?to=20250630", ""},
+		{"/api/data/events?from=2025-06-01T00:00:00Z", ""},
+		{"/api/data/events?from=2025-06-02&to=2025-06-01", "`from` after `to`: 400"},
+		{"/api/data/events?to=2025-01-01", "`from` after `to`: 400"}, // from defaults to today
+		{"/api/data/events?from=%202025-06-01", "Blanks around a value are dropped"},
+		{"/api/data/towns?limit=abc", ""}, {"/api/data/trending?x=%zz", ""},
+	}
+	for _, c := range cases {
+		s.clock.Advance(time.Second) // 60 requests a minute
+		r := s.get(key, c.query)
+		req, err := http.NewRequest(http.MethodGet, s.server.URL+c.query, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		valid, verrs := v.ValidateHttpRequest(req)
+		refused := r.Status == http.StatusBadRequest
+		if r.Status != http.StatusOK && !refused {
+			t.Errorf("%s: %d %s, want 200 or 400", c.query, r.Status, r.Body)
+			continue
+		}
+		if valid != refused {
+			if c.says != "" {
+				t.Errorf("%s: the server and the schema agree (refused %v); the case says otherwise", c.query, refused)
+			}
+			continue
+		}
+		why := "the document accepts it"
+		if !valid {
+			why = "the document refuses it: " + verrs[0].Message
+		}
+		switch {
+		case c.says == "":
+			t.Errorf("%s: the server answers %d, but %s", c.query, r.Status, why)
+		case !strings.Contains(text, c.says):
+			t.Errorf("%s: the server answers %d, but %s, and the document does not say %q", c.query, r.Status, why, c.says)
 		}
 	}
 }
