@@ -345,6 +345,12 @@ func (h Accounts) lockForKeyChange(ctx context.Context, tx pgx.Tx, accountID str
 	if lastGrant != nil && !now.After(*lastGrant) {
 		now = lastGrant.UTC().Add(time.Microsecond)
 	}
+	// The change's fact is recorded no earlier than the stream's newest fact (eventstore.Append):
+	// when a process whose clock runs ahead wrote that, the key's row takes the fact's time too,
+	// so that a grant, which reads the rows, judges the key as the ledger shows it.
+	if now.Before(a.head.At) {
+		now = a.head.At.UTC()
+	}
 	return a, now, nil
 }
 
