@@ -234,7 +234,7 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 		return false, false, err
 	}
 	if len(ids) == 0 {
-		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, h.now())
+		_, err = tx.Exec(ctx, `UPDATE bonus_grants SET state = 'done', finished_at = $2 WHERE outage_id = $1`, outageID, grantNow(h.now(), g))
 		return true, false, err
 	}
 	// Lock the chunk's accounts in account-id order (as charge batches do), then read their
@@ -273,7 +273,7 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 		return false, false, err
 	}
 	// Recorded once the chunk holds its accounts: a wait for a row does not date the bonus back.
-	now := h.now()
+	now := grantNow(h.now(), g)
 	var b eventstore.Batch
 	for _, a := range accounts {
 		if _, err := b.Add(heads[a.no], now, eventstore.NewEvent{Type: domain.EventBonusGranted, Metadata: meta,
@@ -292,4 +292,14 @@ func (h Accounts) grantChunk(ctx context.Context, tx pgx.Tx, outageID string, me
 	_, err = tx.Exec(ctx, `UPDATE bonus_grants SET after_account = $2, accounts = accounts + $3 WHERE outage_id = $1`,
 		outageID, ids[len(ids)-1], len(accounts))
 	return false, false, err
+}
+
+// grantNow is the time a chunk of grant g records at: now, or the grant's instant when that is
+// later (a process whose clock runs ahead asked for the grant), so that no bonus is in the
+// ledger before the grant was asked for.
+func grantNow(now time.Time, g BonusGrant) time.Time {
+	if now.Before(g.GrantedAt) {
+		return g.GrantedAt.UTC()
+	}
+	return now
 }

@@ -1,6 +1,7 @@
 package commands_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -77,6 +78,72 @@ func TestAGrantAgreesWithTheLedgerTimesOfKeyChangesDatedByAnotherProcesssClock(t
 			t.Errorf("account %s: credited %v by the grant at %s; its ledger records its %s at %s (key usable then by the ledger: %v)",
 				c.account, credited, g.GrantedAt.Format(time.RFC3339Nano), c.keyFact, fact.Format(time.RFC3339Nano), usable)
 		}
+	}
+	auditClean(t, behind.pool)
+}
+
+// A grant's BonusGranted facts are recorded no earlier than the grant's instant, whichever
+// process runs its chunks: here the grant is asked for on a process whose clock runs 5 ms
+// ahead, cut short while its first chunk waits for a held account, and finished by asking
+// again on a process whose clock is behind. Dated by that clock, the bonus would be in the
+// account's balance-at for instants before the grant was asked for.
+func TestABonusIsNeverRecordedBeforeItsGrantsInstant(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	aheadClock := &clock{now: noon.Add(-time.Hour)}
+	behindClock := &clock{now: noon.Add(-time.Hour)}
+	ahead := newStack(t, db, aheadClock)
+	behind := newStack(t, db, behindClock)
+	accountID, _ := fundedAccount(t, behind, 0)
+	aheadClock.now, behindClock.now = noon.Add(5*time.Millisecond), noon
+
+	z, err := behind.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Rollback(ctx)
+	if _, err := z.Exec(ctx, `SELECT 1 FROM accounts WHERE account_id = $1 FOR UPDATE`, accountID); err != nil {
+		t.Fatal(err)
+	}
+	cut, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := ahead.accounts.GrantBonus(cut, "outage-late", 100, "outage", eventstore.Metadata{})
+		done <- err
+	}()
+	waitForSQL(t, behind.pool, "the grant's chunk waits for the held account", `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%' AND query LIKE '%ANY%')`)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the grant cut short finished")
+	}
+	_ = z.Rollback(ctx)
+	behindClock.Advance(time.Millisecond)
+	if _, err := behind.accounts.GrantBonus(ctx, "outage-late", 100, "outage", eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	g, err := behind.accounts.Grant(ctx, "outage-late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := behind.views.Ledger(ctx, accountID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range entries {
+		if e.Type == domain.EventBonusGranted {
+			found = true
+			if e.RecordedAt.Before(g.GrantedAt) {
+				t.Errorf("the bonus is recorded at %s, before its grant's instant %s", e.RecordedAt.Format(time.RFC3339Nano), g.GrantedAt.Format(time.RFC3339Nano))
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the account was not credited")
+	}
+	if g.FinishedAt == nil || g.FinishedAt.Before(g.GrantedAt) {
+		t.Errorf("the grant asked for at %s finished at %v", g.GrantedAt.Format(time.RFC3339Nano), g.FinishedAt)
 	}
 	auditClean(t, behind.pool)
 }
