@@ -177,7 +177,9 @@ func (h Accounts) RunGrant(ctx context.Context, outageID string, meta eventstore
 	}
 }
 
-// ResumeGrants finishes every grant left running (by a process that stopped mid-way).
+// ResumeGrants finishes every grant left running (by a process that stopped mid-way). A grant
+// that fails does not keep the others waiting: each is tried, and the errors are returned
+// together.
 func (h Accounts) ResumeGrants(ctx context.Context, meta eventstore.Metadata) error {
 	rows, err := h.Store.Pool.Query(ctx, `SELECT outage_id FROM bonus_grants WHERE state = 'running' ORDER BY granted_at`)
 	if err != nil {
@@ -187,12 +189,16 @@ func (h Accounts) ResumeGrants(ctx context.Context, meta eventstore.Metadata) er
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, id := range ids {
 		if _, err := h.RunGrant(ctx, id, meta); err != nil {
-			return fmt.Errorf("bonus grant %s: %w", id, err)
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("bonus grant %s: %w", id, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // grantChunk credits the next chunk of eligible accounts after the grant's progress mark and

@@ -327,11 +327,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	}
 	if opts.Admin {
 		// A grant left running by a process that stopped is finished in the background.
-		go func() {
-			if err := accounts.ResumeGrants(ctx, eventstore.Metadata{Actor: "serve:resume"}); err != nil && ctx.Err() == nil {
-				log.WithError(err).Error("resuming bonus grants")
-			}
-		}()
+		go resumeGrants(ctx, accounts, log, func(ctx context.Context) bool { return sleepCtx(ctx, maintenanceEvery) })
 	}
 
 	// The admin listener's handlers (the console parses its templates) are built before any
@@ -510,6 +506,35 @@ func OpenLimiter(ctx context.Context, cfg Config, pool *pgxpool.Pool, log *logru
 		log.WithFields(fields).Infof("rate limiter: shared in %s: every process counts each key's requests together", shared.Store())
 	}
 	return shared, func() { _ = shared.Close() }, nil
+}
+
+// resumeGrants finishes the bonus grants left running by a process that stopped
+// (commands.Accounts.ResumeGrants), trying again after wait while one fails (PostgreSQL
+// unreachable at start, a statement failing), until every grant is done or ctx ends: a
+// failure at start no longer leaves a grant running until someone asks for it again.
+func resumeGrants(ctx context.Context, accounts commands.Accounts, log *logrus.Logger, wait func(context.Context) bool) {
+	for {
+		err := accounts.ResumeGrants(ctx, eventstore.Metadata{Actor: "serve:resume"})
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		log.WithError(err).Error("resuming bonus grants; trying again in a minute")
+		if !wait(ctx) {
+			return
+		}
+	}
+}
+
+// sleepCtx waits d, or until ctx ends: false then.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // maintain runs commands.Maintain now and every maintenanceEvery until ctx ends.
