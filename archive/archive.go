@@ -262,7 +262,7 @@ func Archive(ctx context.Context, pool *pgxpool.Pool, opts Options) (res Result,
 
 	// The file is safe on disk: drop the range, if nothing changed meanwhile.
 	abs, _ := filepath.Abs(opts.File)
-	err = dropRange(ctx, pool, opts, func(tx pgx.Tx) error {
+	err = commitWork(ctx, pool, opts, func(tx pgx.Tx) error {
 		if err := eventstore.LockForArchive(ctx, tx, opts.LockWait); err != nil {
 			return fmt.Errorf("archive: lock the events table: %w (try again when it is less busy)", err)
 		}
@@ -316,9 +316,9 @@ type commitSent struct{ err error }
 func (e *commitSent) Error() string { return e.err.Error() }
 func (e *commitSent) Unwrap() error { return e.err }
 
-// dropRange runs work in a transaction and commits it. A failure of the COMMIT itself is a
+// commitWork runs work in a transaction and commits it. A failure of the COMMIT itself is a
 // *commitSent: whether the server committed is not known from it.
-func dropRange(ctx context.Context, pool *pgxpool.Pool, opts Options, work func(pgx.Tx) error) error {
+func commitWork(ctx context.Context, pool *pgxpool.Pool, opts Options, work func(pgx.Tx) error) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -101,7 +102,9 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (res Result, 
 	for _, p := range h.Partitions {
 		res.Partitions = append(res.Partitions, p.Name)
 	}
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+	// The one transaction of the restore; its COMMIT's answer may be lost after the server
+	// committed (below).
+	err = commitWork(ctx, pool, Options{}, func(tx pgx.Tx) error {
 		// Concurrent restores and archives serialize on the archive rows.
 		if _, err := tx.Exec(ctx, `LOCK TABLE event_archives IN SHARE ROW EXCLUSIVE MODE`); err != nil {
 			return err
@@ -167,7 +170,43 @@ func Restore(ctx context.Context, pool *pgxpool.Pool, path string) (res Result, 
 		res.Events = n
 		return nil
 	})
+	var sent *commitSent
+	if errors.As(err, &sent) {
+		// The COMMIT was sent and its answer is an error: the server may have restored the
+		// range. The store says whether its archive is gone.
+		switch gone, cerr := archiveGone(pool, h.FromPosition, ix.digest); {
+		case cerr != nil:
+			return res, fmt.Errorf("%w (%v, then %v): kyapi archive -list shows whether positions %d to %d are still archived",
+				ErrOutcomeUnknown, sent.err, cerr, h.FromPosition, h.ToPosition-1)
+		case gone:
+			err = nil
+		default:
+			err = sent.err
+		}
+	}
 	return res, err
+}
+
+// ErrOutcomeUnknown is wrapped by a restore whose COMMIT was sent, whose answer was lost, and
+// whose outcome the store could not tell: its range may have been restored.
+var ErrOutcomeUnknown = errors.New("the outcome of the restore is unknown")
+
+// archiveGone tells whether the store no longer records the archive of the range from from with
+// the file's checksum, as a committed restore leaves it, whatever became of the caller's
+// context. It reads once the restore's transaction has ended (it takes the lock that
+// transaction held on event_archives). Past 15 s it answers an error.
+func archiveGone(pool *pgxpool.Pool, from int64, sum [32]byte) (bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var gone bool
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE event_archives IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM event_archives WHERE from_position = $1 AND sha256 = $2)`,
+			from, sum[:]).Scan(&gone)
+	})
+	return gone, err
 }
 
 // loader returns the events of the file one by one, checking each against its stream's chain

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -93,6 +94,9 @@ func runRestore(ctx context.Context, args []string) error {
 	}
 	defer pool.Close()
 	res, err := archive.Restore(ctx, pool, args[0])
+	if errors.Is(err, archive.ErrOutcomeUnknown) {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w (nothing was restored)", args[0], err)
 	}
