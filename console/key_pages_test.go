@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,5 +45,47 @@ func TestTheRevokePageOfARevokedKeySaysItIsRevokedAndOffersNothing(t *testing.T)
 		t.Errorf("revoke page of a revoked key: %d, confirm button %v, says it stops working at once %v, says already revoked %v",
 			st, strings.Contains(page, `id="confirm-revoke"`), strings.Contains(page, "stops working at once"),
 			strings.Contains(page, "already revoked"))
+	}
+}
+
+// A rotation while a key is in grace revokes that key at once (decisions.md): the account page
+// must say so next to the Rotate button, naming the key, as it says the active key keeps its
+// grace; an operator is not to break the application still on the grace key without a word.
+func TestTheRotateButtonSaysAKeyInGraceStopsAtOnce(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Grace Co", "grace@example.com")
+	c, _ := signedInConsole(t, svc)
+	issueViaAdmin(t, svc, id)
+	_, page := consolePage(t, c, svc, "/console/accounts/"+id)
+	if strings.Contains(page, "stops at once") {
+		t.Fatalf("with no key in grace the page warns that one stops at once")
+	}
+	issueViaAdmin(t, svc, id) // the first key is now in grace
+	var grace struct {
+		Data struct {
+			Keys []struct {
+				Last4 string `json:"last4"`
+				State string `json:"state"`
+			} `json:"keys"`
+		} `json:"data"`
+	}
+	st, body := svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
+	if err := json.Unmarshal([]byte(body), &grace); err != nil || st != http.StatusOK {
+		t.Fatalf("get account: %d %s", st, body)
+	}
+	last4 := ""
+	for _, k := range grace.Data.Keys {
+		if k.State == "grace" {
+			last4 = k.Last4
+		}
+	}
+	if last4 == "" {
+		t.Fatalf("no key in grace after a rotation: %s", body)
+	}
+	_, page = consolePage(t, c, svc, "/console/accounts/"+id)
+	form := page[strings.Index(page, `action="/console/accounts/`+id+`/keys"`):]
+	form = form[:strings.Index(form, "</form>")]
+	if !strings.Contains(form, "…"+last4) || !strings.Contains(form, "stops at once") {
+		t.Errorf("the rotate form of an account with key …%s in grace does not say that key stops at once:\n%s", last4, form)
 	}
 }

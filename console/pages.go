@@ -97,9 +97,12 @@ func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
 const ledgerPage = 20
 
 type accountData struct {
-	Account     commands.AccountView
-	HasActive   bool
-	ActiveKey   string // the key the issue form rotates ("" when none is active)
+	Account   commands.AccountView
+	HasActive bool
+	ActiveKey string // the key the issue form rotates ("" when none is active)
+	// InGrace are the keys in their grace now: rotating the active key revokes them at once
+	// (a second rotation during grace, domain.PlanKeyIssue), and the form says so.
+	InGrace     []commands.KeyView
 	IssueForm   string // the issue form's own token (console/session.go, startIssue)
 	Ledger      []commands.LedgerEntry
 	Archived    *commands.ArchivedLedger // the facts before the page that are archived, as the admin API's ledger says
@@ -139,8 +142,11 @@ func (s *Server) account(r *http.Request, dollars, ref string) (result, error) {
 	d := accountData{Account: acct, After: after, DollarsForm: dollars, PaymentRef: ref, IssueForm: randomToken()}
 	res.title = acct.Name
 	for _, k := range acct.Keys {
-		if k.State == domain.KeyStateActive {
+		switch k.State {
+		case domain.KeyStateActive:
 			d.HasActive, d.ActiveKey = true, k.KeyID
+		case domain.KeyStateGrace:
+			d.InGrace = append(d.InGrace, k)
 		}
 	}
 	page, err := s.Views.LedgerPage(ctx, id, after, ledgerPage)
