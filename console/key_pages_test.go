@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kyapi/kyapi/internal/apptest"
 )
@@ -87,5 +88,40 @@ func TestTheRotateButtonSaysAKeyInGraceStopsAtOnce(t *testing.T) {
 	form = form[:strings.Index(form, "</form>")]
 	if !strings.Contains(form, "…"+last4) || !strings.Contains(form, "stops at once") {
 		t.Errorf("the rotate form of an account with key …%s in grace does not say that key stops at once:\n%s", last4, form)
+	}
+}
+
+// The account page shows when a grace ends as the admin API answers it, to the second: cut to
+// the minute, a key shown "in grace" past the time shown as its grace's end contradicts itself
+// for up to a minute.
+func TestTheGraceEndIsShownToTheSecondAsTheAdminAPIAnswers(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	id := openAccountViaAdmin(t, svc, "Second Co", "second@example.com")
+	issueViaAdmin(t, svc, id)
+	issueViaAdmin(t, svc, id)
+	var acct struct {
+		Data struct {
+			Keys []struct {
+				GraceUntil *time.Time `json:"grace_until"`
+			} `json:"keys"`
+		} `json:"data"`
+	}
+	st, body := svc.Admin(t, http.MethodGet, "/admin/accounts/"+id, "")
+	if err := json.Unmarshal([]byte(body), &acct); err != nil || st != http.StatusOK {
+		t.Fatalf("get account: %d %s", st, body)
+	}
+	var until time.Time
+	for _, k := range acct.Data.Keys {
+		if k.GraceUntil != nil {
+			until = *k.GraceUntil
+		}
+	}
+	if until.IsZero() {
+		t.Fatalf("no grace_until after a rotation: %s", body)
+	}
+	c, _ := signedInConsole(t, svc)
+	_, page := consolePage(t, c, svc, "/console/accounts/"+id)
+	if want := until.UTC().Format("2006-01-02 15:04:05 UTC"); !strings.Contains(page, want) {
+		t.Errorf("the account page does not show the grace end %s (admin API: %s)", want, until.Format(time.RFC3339Nano))
 	}
 }

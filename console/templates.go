@@ -21,7 +21,7 @@ var funcs = template.FuncMap{
 		if t == nil {
 			return "—"
 		}
-		return t.UTC().Format("2006-01-02 15:04 UTC")
+		return t.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
 	"day":     func(t time.Time) string { return t.UTC().Format("Jan 2") },
 	"credits": groupDigits,
