@@ -73,6 +73,10 @@ const searchLimit = 50
 type accountsData struct {
 	Query   string
 	Results []commands.AccountSummary
+	// More is set when more than searchLimit accounts match: the page lists the newest
+	// searchLimit and says so.
+	More  bool
+	Limit int
 }
 
 func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
@@ -88,8 +92,12 @@ func (s *Server) accountsPage(r *http.Request, _ *session) (result, error) {
 		res.status = http.StatusBadRequest
 		return res, errors.New("the search is at most 200 characters")
 	}
-	found, err := s.Views.SearchAccounts(r.Context(), q, s.now(), searchLimit)
-	res.data = accountsData{Query: q, Results: found}
+	found, err := s.Views.SearchAccounts(r.Context(), q, s.now(), searchLimit+1)
+	more := len(found) > searchLimit
+	if more {
+		found = found[:searchLimit]
+	}
+	res.data = accountsData{Query: q, Results: found, More: more, Limit: searchLimit}
 	return res, err
 }
 

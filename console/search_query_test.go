@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -38,5 +40,31 @@ func TestAnAccountSearchWhoseQueryDoesNotParseIs400NotEveryAccount(t *testing.T)
 	}
 	if body := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(body, other) {
 		t.Errorf("the accounts page without a search: %d, lists %s: %v", resp.StatusCode, other, strings.Contains(body, other))
+	}
+}
+
+// A search lists at most 50 accounts. When more match, the page says so: an operator looking
+// for an account in a list cut without a word takes one not listed for one that does not
+// exist. When exactly 50 match, it says nothing of the kind.
+func TestAnAccountSearchCutAt50SaysMoreMatch(t *testing.T) {
+	svc := apptest.Start(t, 60)
+	for i := range 50 {
+		openAccountViaAdmin(t, svc, fmt.Sprintf("Many %02d", i), fmt.Sprintf("m%02d@many.example", i))
+	}
+	openAccountViaAdmin(t, svc, "Many More", "more@other.example")
+	c, _ := signedInConsole(t, svc)
+	search := func(q string) (status, listed int, more bool) {
+		resp, err := c.Get(svc.AdminURL + "/console/accounts?q=" + url.QueryEscape(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		page := readAll(t, resp)
+		return resp.StatusCode, strings.Count(page, `<a href="/console/accounts/acc_`), strings.Contains(page, `id="more-accounts"`)
+	}
+	if st, n, more := search("many"); st != http.StatusOK || n != 50 || !more {
+		t.Errorf("a search that 51 accounts match: %d, %d listed, says more match: %v", st, n, more)
+	}
+	if st, n, more := search("many.example"); st != http.StatusOK || n != 50 || more {
+		t.Errorf("a search that 50 accounts match: %d, %d listed, says more match: %v", st, n, more)
 	}
 }
