@@ -412,6 +412,8 @@ type bonusData struct {
 	Reason      string
 	Reach       int
 	Result      *commands.BonusResult
+	// Form is the confirm form's own token (one per review shown), as the key-issue form's.
+	Form string
 }
 
 // recentGrants is how many grants the bonus page lists.
@@ -434,6 +436,7 @@ func (s *Server) bonusReview(r *http.Request, _ *session) (result, error) {
 		}
 	}
 	if err == nil {
+		d.Form = randomToken()
 		d.Reach, err = s.Accounts.BonusReach(r.Context(), s.now())
 		return result{page: "bonus-review", title: "Confirm bonus grant", data: d}, err
 	}
@@ -463,20 +466,11 @@ func bonusInput(r *http.Request) (bonusData, error) {
 	return d, commands.ValidateReason(d.Reason)
 }
 
-func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
+func (s *Server) grantBonus(r *http.Request, sess *session) (result, error) {
 	d, err := bonusInput(r)
 	var res commands.BonusResult
 	if err == nil {
-		ctx, cancel := httpx.Detach(r.Context())
-		defer cancel()
-		res, err = s.Accounts.GrantBonus(ctx, d.OutageID, d.Credits, d.Reason, meta(r))
-	}
-	if err == nil && !res.First {
-		// Granted before (this form sent twice, or the outage granted meanwhile, still running
-		// or done): this form added nothing of its own, and the operator is told so, not shown
-		// the earlier grant as theirs.
-		err = &domain.ValidationError{Field: "outage_id", Message: fmt.Sprintf(
-			"already has a grant (%s credits to %d accounts, listed below); this form granted nothing", groupDigits(res.Credits), res.Accounts)}
+		res, err = s.grantOnce(r, sess, d)
 	}
 	if err != nil && httpx.MapError(err).Status >= 500 {
 		return result{}, err
@@ -490,6 +484,45 @@ func (s *Server) grantBonus(r *http.Request, _ *session) (result, error) {
 	}
 	d.Result = &res
 	return result{page: "bonus", title: "Bonus grants", data: d}, nil
+}
+
+// grantOnce makes the grant a confirm form asks for. The form carries a token of its own (one
+// per review shown): sent again by this session (a double click, a resent form), it gets the
+// grant the first one made, as the key-issue form does (issueKey), not "this form granted
+// nothing" for a grant it did make.
+func (s *Server) grantOnce(r *http.Request, sess *session, d bonusData) (commands.BonusResult, error) {
+	token := r.PostFormValue("form")
+	if token == "" {
+		return commands.BonusResult{}, &domain.ValidationError{Field: "form", Message: "this form has no token of its own: review the grant again"}
+	}
+	form := "bonus\x00" + d.OutageID + "\x00" + token
+	grant, first := s.sessions.startIssue(sess, form)
+	if !first {
+		select {
+		case <-grant.done:
+		case <-r.Context().Done():
+			return commands.BonusResult{}, r.Context().Err()
+		}
+		return grant.grant, grant.err
+	}
+	defer close(grant.done)
+	ctx, cancel := httpx.Detach(r.Context())
+	defer cancel()
+	res, err := s.Accounts.GrantBonus(ctx, d.OutageID, d.Credits, d.Reason, meta(r))
+	if err == nil && !res.First {
+		// Granted before (the outage granted meanwhile, still running or done, by another form
+		// or the admin API): this form added nothing of its own, and the operator is told so,
+		// not shown the earlier grant as theirs.
+		err = &domain.ValidationError{Field: "outage_id", Message: fmt.Sprintf(
+			"already has a grant (%s credits to %d accounts, listed below); this form granted nothing", groupDigits(res.Credits), res.Accounts)}
+	}
+	if err != nil {
+		grant.err = err
+		s.sessions.failIssue(sess, form)
+		return commands.BonusResult{}, err
+	}
+	grant.grant = res
+	return res, nil
 }
 
 type importData struct {

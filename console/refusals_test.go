@@ -86,19 +86,12 @@ func TestABonusConfirmAfterTheOutageWasGrantedMeanwhileSaysNothingWasGranted(t *
 	id := openAccountViaAdmin(t, svc, "Bonus Co", "bonus@example.com")
 	issueViaAdmin(t, svc, id)
 	c, csrf := signedInConsole(t, svc)
-	form := url.Values{"csrf": {csrf}, "outage_id": {"out-1"}, "credits": {"100"}, "reason": {"mine"}}
-	resp, err := c.PostForm(svc.AdminURL+"/console/bonus-grants/review", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if review := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(review, `id="confirm-bonus"`) {
-		t.Fatalf("review: %d", resp.StatusCode)
-	}
+	form := confirmBonusForm(t, c, svc, csrf, "out-1", "100")
 	if st, b := svc.Admin(t, http.MethodPost, "/admin/bonus-grants", `{"outage_id":"out-1","credits":5,"reason":"theirs"}`); st != http.StatusCreated {
 		t.Fatalf("admin grant: %d %s", st, b)
 	}
 	before := balanceViaAdmin(t, svc, id)
-	resp, err = c.PostForm(svc.AdminURL+"/console/bonus-grants", form)
+	resp, err := c.PostForm(svc.AdminURL+"/console/bonus-grants", form)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +112,7 @@ func TestABonusConfirmWhileTheOutagesGrantRunsSaysNothingWasGranted(t *testing.T
 	id := openAccountViaAdmin(t, svc, "Running Co", "running@example.com")
 	issueViaAdmin(t, svc, id)
 	c, csrf := signedInConsole(t, svc)
-	form := url.Values{"csrf": {csrf}, "outage_id": {"out-run"}, "credits": {"500"}, "reason": {"mine"}}
-	resp, err := c.PostForm(svc.AdminURL+"/console/bonus-grants/review", form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if review := readAll(t, resp); resp.StatusCode != http.StatusOK || !strings.Contains(review, `id="confirm-bonus"`) {
-		t.Fatalf("review: %d", resp.StatusCode)
-	}
+	form := confirmBonusForm(t, c, svc, csrf, "out-run", "500")
 
 	// The account's row is held, so the admin API's grant stays running.
 	ctx := context.Background()
@@ -174,7 +160,7 @@ func TestABonusConfirmWhileTheOutagesGrantRunsSaysNothingWasGranted(t *testing.T
 	if a := <-admin; !strings.HasPrefix(a, "201 ") {
 		t.Fatalf("admin grant: %s", a)
 	}
-	resp = <-confirmed
+	resp := <-confirmed
 	if resp == nil {
 		t.FailNow()
 	}

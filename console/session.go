@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/kyapi/kyapi/commands"
 )
 
 // Cookie names. The session cookie holds only a random id; the session itself stays in this
@@ -23,9 +25,9 @@ type session struct {
 	expires time.Time
 	// issued holds a key just issued until its page shows it, once (keyID → full key).
 	issued map[string]string
-	// issues are the key-issue forms this session sent, by the form's own token (one per page
-	// shown): the same form sent again (a double click) gets the first one's key. The newest
-	// maxIssueForms are kept, oldest first in issueOrder.
+	// issues are the key-issue and bonus-confirm forms this session sent, by the form's own
+	// token (one per page shown): the same form sent again (a double click) gets the first
+	// one's key or grant. The newest maxIssueForms are kept, oldest first in issueOrder.
 	issues     map[string]*issuing
 	issueOrder []string
 }
@@ -34,10 +36,12 @@ type session struct {
 // seconds, not after a hundred others.
 const maxIssueForms = 100
 
-// issuing is a key issue asked for by a form: done closes when keyID (or err) is known.
+// issuing is what a form asked for (a key issue, a bonus grant): done closes when its outcome
+// (keyID, or grant) or err is known.
 type issuing struct {
 	done  chan struct{}
 	keyID string
+	grant commands.BonusResult
 	err   error
 }
 
