@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,10 +140,14 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// cookie is a console cookie: HttpOnly, SameSite=Strict, Secure when the request came over TLS.
+// cookie is a console cookie: HttpOnly, SameSite=Strict, Secure when the request came over
+// TLS. The admin listener is plain HTTP, so the console is under TLS only behind a proxy that
+// ends it, and says so with X-Forwarded-Proto: https (docs/operations.md, "Console and
+// metrics"). A request that claims it falsely only gets a cookie its own browser will not send
+// back over plain HTTP.
 func cookie(r *http.Request, name, value string, maxAge time.Duration) *http.Cookie {
 	c := &http.Cookie{Name: name, Value: value, Path: cookiePath, HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil}
+		Secure: r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")}
 	if maxAge > 0 {
 		c.MaxAge = int(maxAge.Seconds())
 		c.Expires = time.Now().Add(maxAge)

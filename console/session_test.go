@@ -144,3 +144,44 @@ func TestNoTokenConfiguredMeansNobodySignsIn(t *testing.T) {
 		t.Fatalf("empty token: %d", resp.StatusCode)
 	}
 }
+
+// The admin listener is plain HTTP: the console is under TLS only behind a proxy that ends it.
+// A session cookie sent there without Secure would go out again over plain HTTP (the same host
+// reached by http://), where anyone on the path can take it and act as the admin. The proxy
+// says the request came over HTTPS (X-Forwarded-Proto), and the cookie is then Secure; a
+// direct request over plain HTTP still gets a cookie it can send back.
+func TestTheSessionCookieIsSecureBehindAnHTTPSProxy(t *testing.T) {
+	s := &console.Server{Token: "the-token"}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	for proto, secure := range map[string]bool{"https": true, "": false, "http": false} {
+		c := newClient(t, srv)
+		resp, err := c.Get(srv.URL + "/console/sign-in")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := csrfField.FindStringSubmatch(readAll(t, resp))
+		if m == nil {
+			t.Fatal("no csrf field on the sign-in form")
+		}
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/console/sign-in", strings.NewReader(url.Values{"csrf": {m[1]}, "token": {"the-token"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp)
+		var sess *http.Cookie
+		for _, ck := range resp.Cookies() {
+			if ck.Name == "kyapi_console" && ck.Value != "" {
+				sess = ck
+			}
+		}
+		if resp.StatusCode != http.StatusSeeOther || sess == nil || sess.Secure != secure {
+			t.Errorf("sign-in with X-Forwarded-Proto %q: %d, session cookie %+v; want Secure %v", proto, resp.StatusCode, sess, secure)
+		}
+	}
+}
