@@ -263,11 +263,20 @@ func TestConsoleInARealBrowser(t *testing.T) {
 		p.open("/console/accounts/"+bob, "#keys")
 		keys := p.text("#keys")
 		mustContain(t, "after rotation", keys, "grace", "active")
+		// Rotating again would revoke the key in grace at once: the form says so.
+		mustContain(t, "rotate warning", p.text("#rotate-revokes"), "…"+firstKey[len(firstKey)-4:], "stops at once")
+		revokePage := get(p, chromedp.Evaluate[string](`document.querySelector("#keys tbody tr:first-child a.danger").getAttribute("href")`))
 		p.run(chromedp.Click(chromedp.CSS(`#keys tbody tr:first-child a.danger`)), chromedp.WaitVisible(chromedp.CSS("#confirm-revoke")))
 		mustContain(t, "confirmation", p.text("#revoke"), firstKey[len(firstKey)-4:], "cannot be restored")
 		p.shot("revoke-confirm")
 		p.submit("#confirm-revoke", "#keys")
 		mustContain(t, "after revoke", p.text("#keys tbody tr:first-child"), "revoked")
+		// The confirmation asked for again: the key is shown revoked, with nothing to confirm.
+		p.open(revokePage, "#revoked")
+		if strings.Contains(p.html(), `id="confirm-revoke"`) {
+			t.Fatal("the revoke page of a revoked key offers to revoke it")
+		}
+		mustContain(t, "revoked key's page", p.text("#revoked"), "already revoked")
 		if st, _ := svc.Read(t, "/api/data/towns", firstKey); st != http.StatusForbidden {
 			t.Fatalf("the revoked key answers %d, want 403", st)
 		}
