@@ -220,15 +220,16 @@ func isUnavailable(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 53300: too many connections; 57P01..57P03: the
-		// server is shutting down or starting up; 57014: a statement cancelled
-		// (statement_timeout: too slow); 55P03: lock_timeout; 25006: the database is
-		// read-only (a standby it failed over to). Each rolls its transaction back.
+		// Class 08: connection exception; class 53: insufficient resources (53100 disk full,
+		// 53200 out of memory, 53300 too many connections); 57P01..57P03: the server is
+		// shutting down or starting up; 57014: a statement cancelled (statement_timeout: too
+		// slow); 55P03: lock_timeout; 25006: the database is read-only (a standby it failed
+		// over to). Each rolls its transaction back.
 		switch pgErr.Code {
-		case "53300", "57P01", "57P02", "57P03", "57014", "55P03", "25006":
+		case "57P01", "57P02", "57P03", "57014", "55P03", "25006":
 			return true
 		}
-		return strings.HasPrefix(pgErr.Code, "08")
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53")
 	}
 	return false
 }
