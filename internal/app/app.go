@@ -375,12 +375,22 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 	// a bonus grant, a console key replacement) once the process stops for good.
 	processStop, stopNow := context.WithCancel(context.Background())
 	base := httpx.WithProcessStop(context.Background(), processStop)
-	// However Serve returns, no server outlives it: the admin server is closed, not left
-	// serving, when a step after it opened fails (the read port in use, the rate limiter).
+	// Each API's address is bound (listen) and served only once every address is (serving): a
+	// serve that fails to start (the read port in use, the rate limiter) has answered no call
+	// on the address it bound first, which its exit would cut off, committed or not.
+	var (
+		listeners []net.Listener
+		serving   []func()
+	)
+	// However Serve returns, no server outlives it: the admin address is closed, not left
+	// listening, when a step after it was bound fails.
 	defer func() {
 		stopNow()
 		for _, s := range servers {
 			_ = s.Close()
+		}
+		for _, ln := range listeners {
+			_ = ln.Close() // one never served; a served one is closed already
 		}
 	}()
 	errc := make(chan error, 2)
@@ -389,6 +399,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if err != nil {
 			return fmt.Errorf("%s API: %w", name, err)
 		}
+		listeners = append(listeners, ln)
 		srv := NewHTTPServer(h, log)
 		srv.BaseContext = func(net.Listener) context.Context { return base }
 		servers = append(servers, srv)
@@ -399,7 +410,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if opts.Listening != nil {
 			opts.Listening(name, ln.Addr().String())
 		}
-		go func() {
+		serving = append(serving, func() {
 			var err error
 			if tls {
 				err = srv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
@@ -409,7 +420,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			if !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("%s API: %w", name, err)
 			}
-		}()
+		})
 		return nil
 	}
 	// The admin listener opens first: callers wait for the read API's /healthz, and then find
@@ -450,6 +461,9 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		if err := listen("read", cfg.ReadAddr, mets.Observe("read", read.Handler()), cfg.TLSCertFile != ""); err != nil {
 			return err
 		}
+	}
+	for _, serve := range serving {
+		go serve()
 	}
 	select {
 	case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/kyapi/kyapi/internal/app"
 	"github.com/kyapi/kyapi/internal/pgtest"
+	"github.com/kyapi/kyapi/internal/redistest"
 	"github.com/kyapi/kyapi/internal/syncbuf"
 )
 
@@ -89,5 +91,51 @@ func TestAServeWhoseReadPortIsInUseClosesItsAdminAPI(t *testing.T) {
 	if c, err := net.Dial("tcp", adminAddr); err == nil {
 		c.Close()
 		t.Fatalf("the admin API at %s still takes connections after serve returned", adminAddr)
+	}
+}
+
+// A serve that fails to start answers nothing: its admin API must not take calls while the
+// read API is still to be opened and then fail (its port in use), or a call in flight then —
+// a purchase, a grant — is cut off unanswered, committed or not, by a process that exits 1.
+// Here the rate limiter's Redis is slow to answer between the two (CLIENT PAUSE), so that an
+// admin API served before the read API listened has seconds to answer.
+func TestAServeThatFailsToStartNeverAnsweredAnAdminCall(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	redis := redistest.Start(t)
+	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: busy.Addr().String(), AdminAddr: "127.0.0.1:0",
+		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60,
+		RedisURL: redis.URL(), RedisTimeout: 3 * time.Second}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	answered := make(chan string, 1)
+	err = app.Serve(context.Background(), cfg, log, app.Options{Read: true, Admin: true, Projections: true,
+		Listening: func(api, addr string) {
+			if api != "admin" {
+				return
+			}
+			if err := redis.Client().Do(context.Background(), "CLIENT", "PAUSE", "3000", "ALL").Err(); err != nil {
+				t.Error(err)
+			}
+			go func() {
+				req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/admin/accounts/acc_nobody", nil)
+				req.Header.Set("Authorization", "Bearer admin-token")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- ""
+					return
+				}
+				resp.Body.Close()
+				answered <- resp.Status
+			}()
+		}})
+	if err == nil || !strings.Contains(err.Error(), "read API") || !strings.Contains(err.Error(), "address already in use") {
+		t.Fatalf("serve with its read port in use: %v", err)
+	}
+	if status := <-answered; status != "" {
+		t.Errorf("the admin API answered %s, then serve failed to start", status)
 	}
 }
