@@ -39,8 +39,10 @@ func ApplyThrough(ctx context.Context, pool *pgxpool.Pool, last string) (applied
 		return nil, err
 	}
 	defer conn.Release()
+	// Another process migrating holds the lock until it is done: a wait that ends in an error
+	// (a signal) says what it was waiting for, since it can last as long as a migration.
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(72100001)`); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("taking the migrations' lock (advisory lock 72100001, held while another process migrates): %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(72100001)`)
 	// A store that is up to date asks for no privilege beyond reading schema_migrations: the
