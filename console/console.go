@@ -80,7 +80,10 @@ type pageHandler func(r *http.Request, sess *session) (result, error)
 func (s *Server) Handler() http.Handler {
 	s.sessions = newSessions()
 	s.pages = parsePages()
-	r := mux.NewRouter()
+	// A path that is not clean once unescaped (%2E%2E segments; the admin listener sends the
+	// others to the admin API) is not redirected, which would answer before the access log and
+	// the security headers: it is matched as it is, and is the 404 page.
+	r := mux.NewRouter().SkipClean(true)
 	r.Use(httpx.AccessLog(s.logger()), securityHeaders)
 
 	static, _ := fs.Sub(staticFS, "static")
