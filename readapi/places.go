@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if text != "" && len(words) == 0 || town == unmatchableTown {
 		// A q with no word ("!!!") matches no place; dropped, it would list (and charge)
 		// the whole catalog. A town no slug can match matches no place either: no search.
-		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, false)
+		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, nil)
 	}
 	res, err := s.Index.List(r.Context(), placeindex.ListQuery{
 		TownPrefix: town,
@@ -76,7 +77,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if err != nil {
 		return fmt.Errorf("place list: %w", err)
 	}
-	return s.servePlaceRows(w, r, c, domain.OpPlaceList, res.Hits, false)
+	return s.servePlaceRows(w, r, c, domain.OpPlaceList, res.Hits, nil)
 }
 
 // searchPlaces answers GET /api/data/search: places within radius of a point, nearest
@@ -103,8 +104,9 @@ func (s *Server) searchPlaces(w http.ResponseWriter, r *http.Request, c caller) 
 	if err != nil {
 		return err
 	}
+	center := placeindex.GeoPoint{Lat: lat, Lng: lng}
 	res, err := s.Index.Near(r.Context(), placeindex.GeoQuery{
-		Center:   placeindex.GeoPoint{Lat: lat, Lng: lng},
+		Center:   center,
 		RadiusKm: radius,
 		Limit:    limit,
 		Offset:   offset,
@@ -112,12 +114,16 @@ func (s *Server) searchPlaces(w http.ResponseWriter, r *http.Request, c caller) 
 	if err != nil {
 		return fmt.Errorf("geo search: %w", err)
 	}
-	return s.servePlaceRows(w, r, c, domain.OpSearch, res.Hits, true)
+	return s.servePlaceRows(w, r, c, domain.OpSearch, res.Hits, &center)
 }
 
 // servePlaceRows loads the hits' places in hit order and serves them per row. A hit the
-// read model does not (yet) hold is left out, unpaid.
-func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, hits []placeindex.Hit, withDistance bool) error {
+// read model does not (yet) hold is left out, unpaid. A geo search's rows (center set) carry
+// their distance_km, and a hit whose row is not where the index found the place is left out
+// too, unpaid: the index and the catalog read model are projected apart, and while one of them
+// holds a newer version of a place that moved, its row would be served (and charged) with a
+// distance it is not at, however far outside the radius it now lies.
+func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, hits []placeindex.Hit, center *placeindex.GeoPoint) error {
 	ids := make([]string, len(hits))
 	for i, h := range hits {
 		ids[i] = h.PlaceID
@@ -129,12 +135,15 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 	rows := make([]rawJSON, 0, len(hits))
 	resources := make([]string, 0, len(hits))
 	for _, h := range hits {
-		row, ok := stored[h.PlaceID]
+		st, ok := stored[h.PlaceID]
 		if !ok {
 			continue
 		}
-		row = slices.Clip(row) // what follows is this hit's own, should a place come twice
-		if withDistance {
+		row := slices.Clip(st.row) // what follows is this hit's own, should a place come twice
+		if center != nil {
+			if st.at == nil || math.Abs(placeindex.DistanceKm(*center, *st.at)-h.DistanceKm) > movedKm {
+				continue
+			}
 			d, _ := json.Marshal(h.DistanceKm) // as the encoder writes a float64
 			row = append(append(row, `,"distance_km":`...), d...)
 		}
@@ -143,6 +152,12 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 	}
 	return serveRows(s, w, r, c, op, resources, rows)
 }
+
+// movedKm is how far a geo search row's distance, from the coordinates the read model holds,
+// may be from the distance the index found: both indexes compute it from the place's exact
+// coordinates (placeindex.DistanceKm), so a row of the version the index holds is at exactly
+// that distance, and one farther off is of another version.
+const movedKm = 1e-6
 
 // placeDetail answers GET /api/data/places/{placeId}.
 func (s *Server) placeDetail(w http.ResponseWriter, r *http.Request, c caller) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/projections/placeindex"
 )
 
 // The read API serves places from the views the catalog projection stored in rm_places
@@ -106,15 +107,23 @@ func renderDoc(doc []byte, updated, now time.Time) (domain.PlaceView, error) {
 	return v, nil
 }
 
+// storedRow is a place's list row as loadRows reads it, and where the place is (nil when it has
+// no coordinates).
+type storedRow struct {
+	row []byte
+	at  *placeindex.GeoPoint
+}
+
 // loadRows reads the list rows of the places with the given ids, keyed by id, each up to
 // canonical_url's value included (close it, or add distance_km first); ids without a row
 // are missing from the map.
-func (s *Server) loadRows(ctx context.Context, ids []string) (map[string][]byte, error) {
-	out := make(map[string][]byte, len(ids))
+func (s *Server) loadRows(ctx context.Context, ids []string) (map[string]storedRow, error) {
+	out := make(map[string]storedRow, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT place_id, row_json, CASE WHEN row_json IS NULL THEN doc END, updated_at
+	rows, err := s.Pool.Query(ctx, `SELECT place_id, row_json, CASE WHEN row_json IS NULL THEN doc END, updated_at,
+			latitude, longitude
 		FROM rm_places WHERE place_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load places: %w", err)
@@ -123,8 +132,9 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string][]byte,
 		id       string
 		row, doc []byte
 		updated  time.Time
+		lat, lng *float64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &row, &doc, &updated}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &row, &doc, &updated, &lat, &lng}, func() error {
 		if row == nil {
 			v, err := renderDoc(doc, updated, s.now())
 			if err != nil {
@@ -132,7 +142,11 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string][]byte,
 			}
 			row = v.Row
 		}
-		out[id] = s.appendRow(nil, id, row)
+		st := storedRow{row: s.appendRow(nil, id, row)}
+		if lat != nil && lng != nil {
+			st.at = &placeindex.GeoPoint{Lat: *lat, Lng: *lng}
+		}
+		out[id] = st
 		return nil
 	})
 	if err != nil {
