@@ -111,3 +111,31 @@ func TestARunningPlaceIndexBehindAnArchiveLogsIt(t *testing.T) {
 		t.Errorf("the index's checkpoint %q (%v): it applied nothing", cp, err)
 	}
 }
+
+// A place index whose checkpoint's event was archived since is still this store's: its
+// checkpoint is a position of the store's history, which the archive holds.
+func TestAPlaceIndexWhoseCheckpointWasArchivedIsClaimed(t *testing.T) {
+	h := placesAndCharges(t, "plc_a", "plc_b")
+	x, err := bleveindex.Open(filepath.Join(t.TempDir(), "placeindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	pi := projections.PlaceIndex{Pool: h.pool, Index: x}
+	end, n, err := eventstore.NextBatchOf(ctx, h.pool, eventstore.Position{}, 2, []string{domain.EventPlaceImported})
+	if err != nil || n != 2 {
+		t.Fatalf("the next range: %v, %d events, %v", end, n, err)
+	}
+	if err := pi.Handle(ctx, eventstore.Position{}, end); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.Archive(ctx, h.pool, h.options(t, 2000)); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, h.pool, `SELECT count(*) FROM events WHERE position = $1`, end.Pos); got != 0 {
+		t.Fatalf("the archive left the checkpoint's event %v in the store", end)
+	}
+	if err := pi.Claim(ctx); err != nil {
+		t.Errorf("Claim of an index whose checkpoint %v was archived: %v", end, err)
+	}
+}

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -36,6 +37,20 @@ type ErrIndexOfAnotherStore struct {
 func (e *ErrIndexOfAnotherStore) Error() string {
 	return fmt.Sprintf("the place index was built from another event store (%s; this database's is %s): its checkpoint is not a position of this store's",
 		e.Index, e.Store)
+}
+
+// ErrIndexPastStore is the error of a place index whose checkpoint is no position of the
+// history of the store it is fed from, though it names that store (or none): the index was fed
+// from a copy of this database that went on past it (the database was restored from a backup,
+// or a replica promoted behind its primary), and holds imports this one does not. Fed as it
+// is, it would keep them, and skip this store's events below its checkpoint.
+type ErrIndexPastStore struct {
+	At eventstore.Position // the index's checkpoint
+}
+
+func (e *ErrIndexPastStore) Error() string {
+	return fmt.Sprintf("the place index was built up to position %v, which this event store does not hold: it was fed from a copy of this database "+
+		"that went on past it (a backup restored, a replica promoted behind its primary) and holds imports this database does not", e.At)
 }
 
 // storeMark separates the position from the store's identity in an index checkpoint,
@@ -103,8 +118,9 @@ func (p PlaceIndex) Checkpoint(ctx context.Context) (eventstore.Position, error)
 
 // Claim makes sure the index is this store's before it is fed: an index whose checkpoint
 // names no store (written before checkpoints named one) is taken as this store's, and its
-// checkpoint now names it; one that names another store is an *ErrIndexOfAnotherStore, which
-// the caller answers by rebuilding the index or by refusing it.
+// checkpoint now names it; one that names another store is an *ErrIndexOfAnotherStore, and one
+// whose checkpoint is no position of this store's history an *ErrIndexPastStore, which the
+// caller answers by rebuilding the index or by refusing it.
 func (p PlaceIndex) Claim(ctx context.Context) error {
 	at, built, err := p.readCheckpoint(ctx)
 	if err != nil {
@@ -115,14 +131,36 @@ func (p PlaceIndex) Claim(ctx context.Context) error {
 		return err
 	}
 	switch {
-	case built == store:
-		return nil
-	case built != "":
+	case built != "" && built != store:
 		return &ErrIndexOfAnotherStore{Index: built, Store: store}
 	case at == eventstore.Position{}:
 		return nil // empty: its first batch names the store
 	}
+	held, err := inHistory(ctx, p.Pool, at)
+	if err != nil {
+		return err
+	}
+	if !held {
+		return &ErrIndexPastStore{At: at}
+	}
+	if built == store {
+		return nil
+	}
 	return p.Index.Upsert(ctx, nil, nil, checkpointOf(store, at))
+}
+
+// inHistory reports whether at, the end of a range the index applied (always an event's
+// position), is a position of this store's history: an event it holds there, or an archived
+// range holding the position.
+func inHistory(ctx context.Context, pool *pgxpool.Pool, at eventstore.Position) (bool, error) {
+	var held bool
+	err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM events WHERE transaction_id = $1::text::xid8 AND position = $2)
+		OR EXISTS (SELECT FROM event_archives WHERE from_position <= $2 AND $2 < to_position)`,
+		strconv.FormatUint(at.TxID, 10), at.Pos).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("place index: looking for its checkpoint %v in the store: %w", at, err)
+	}
+	return held, nil
 }
 
 // Handle reads the range in a short query and only then writes the index: no database

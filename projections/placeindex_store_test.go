@@ -104,3 +104,37 @@ func TestAPlaceIndexWhoseCheckpointNamesNoStoreIsTakenAsThisStoresAndNamesIt(t *
 		t.Errorf("another store's Claim of the claimed index = %v, want an ErrIndexOfAnotherStore", err)
 	}
 }
+
+// An index whose checkpoint names this store (or none) but is no position of its history was
+// fed from a copy of the database that went on past it: it is refused, for the caller to
+// rebuild (docs/operations.md, "The place index and its event store"), not taken as it is.
+func TestAPlaceIndexPastItsStoresHistoryIsNotTaken(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	catalogImport(t, pool, []byte(`{"record":"place","place_id":"p-1","name":"Ashland Diner","category":"food.diner"}`))
+	idx := newIndex(t)
+	pi := projections.PlaceIndex{Pool: pool, Index: idx}
+	if _, err := projections.CatchUp(bg, pool, pi, 100, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := pi.Claim(bg); err != nil {
+		t.Fatalf("Claim of an index fed from this store: %v", err)
+	}
+	at, err := pi.Checkpoint(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := eventstore.StoreID(bg, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := eventstore.Position{TxID: at.TxID + 1000, Pos: at.Pos + 1000}
+	for _, cp := range []string{past.String() + " store=" + store, past.String()} {
+		if err := idx.Upsert(bg, nil, nil, cp); err != nil {
+			t.Fatal(err)
+		}
+		var e *projections.ErrIndexPastStore
+		if err := pi.Claim(bg); !errors.As(err, &e) || e.At != past {
+			t.Errorf("Claim of an index whose checkpoint %q this store does not hold = %v, want an ErrIndexPastStore at %v", cp, err, past)
+		}
+	}
+}

@@ -143,19 +143,26 @@ func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 func claimPlaceIndex(ctx context.Context, cfg Config, pi projections.PlaceIndex, log *logrus.Logger) error {
 	err := pi.Claim(ctx)
 	var other *projections.ErrIndexOfAnotherStore
-	if !errors.As(err, &other) {
+	var past *projections.ErrIndexPastStore
+	if !errors.As(err, &other) && !errors.As(err, &past) {
 		return err
 	}
 	if cfg.ElasticsearchURL != "" {
 		return fmt.Errorf("%w: the Elasticsearch index %s (ELASTICSEARCH_URL) serves another database; run `kyapi rebuild` with this DATABASE_URL "+
 			"to rebuild it from this database, or give this database a cluster of its own", err, elasticIndexPrefix)
 	}
-	log.WithFields(logrus.Fields{"data_dir": cfg.DataDir, "index_store": other.Index, "store": other.Store}).
-		Warn("place index: DATA_DIR's place index was built from another event store (another database's): rebuilding it from this database, from position 0")
+	if other != nil {
+		log.WithFields(logrus.Fields{"data_dir": cfg.DataDir, "index_store": other.Index, "store": other.Store}).
+			Warn("place index: DATA_DIR's place index was built from another event store (another database's): rebuilding it from this database, from position 0")
+	} else {
+		log.WithFields(logrus.Fields{"data_dir": cfg.DataDir, "index_position": past.At.String()}).
+			Warn("place index: DATA_DIR's place index holds events this database does not (it was fed from a copy of this database that went on past it: " +
+				"a backup restored, a replica promoted behind its primary): rebuilding it from this database, from position 0")
+	}
 	start := time.Now()
 	n, err := pi.Rebuild(ctx, placeIndexRebuildBatch, nil)
 	if err != nil {
-		return fmt.Errorf("rebuilding DATA_DIR %s's place index, built from another database, from this one: %w", cfg.DataDir, err)
+		return fmt.Errorf("rebuilding DATA_DIR %s's place index, not built from this database, from this one: %w", cfg.DataDir, err)
 	}
 	log.WithFields(logrus.Fields{"events": n, "duration_ms": time.Since(start).Milliseconds()}).Info("place index rebuilt from this database")
 	return nil
