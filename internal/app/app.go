@@ -128,6 +128,11 @@ func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 		return nil, fmt.Errorf("DATA_DIR %s is in use by another kyapi process (its place index %s stays locked): "+
 			"each process needs its own DATA_DIR; stop the other process or give this one another DATA_DIR", cfg.DataDir, dir)
 	}
+	if err != nil && ctx.Err() == nil {
+		// It holds nothing the database does not: deleted, it is rebuilt from position 0 at start.
+		return nil, fmt.Errorf("%w; if the place index under DATA_DIR is damaged (a file of it truncated or deleted), delete %s: "+
+			"serve then rebuilds it from the database at start", err, dir)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -332,15 +332,26 @@ func createGeneration(dir, name string) (*generation, error) {
 	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}, nil
 }
 
-func openGeneration(dir, name string, lockTimeout time.Duration) (*generation, error) {
-	b, err := bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
+func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation, err error) {
+	// A generation damaged while no process had it open (a file of it truncated or overwritten)
+	// can make bbolt or zap panic as it is read: an error of opening it, not a crash.
+	var b bleve.Index
+	defer func() {
+		if r := recover(); r != nil {
+			if b != nil {
+				func() { defer func() { _ = recover() }(); _ = b.Close() }() // lets go of its files if it can
+			}
+			g, err = nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %v", name, r)
+		}
+	}()
+	b, err = bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, name, lockTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: opening %s: %w", name, err)
 	}
-	g := &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}
+	g = &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}
 	if err := g.loadMemory(); err != nil {
 		g.close()
 		return nil, err
