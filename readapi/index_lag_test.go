@@ -73,3 +73,44 @@ func TestASearchRowIsServedOnlyAtTheLocationTheIndexFoundItAt(t *testing.T) {
 	check("both caught up, at the centre", center, []string{"stays"})
 	check("both caught up, in Frankfort", frankfort, []string{"moved", "goes"})
 }
+
+// The place list's town filter likewise: a place that moved to another town was listed (and
+// charged) under the town it had left, its row naming the new one, while the index or the
+// catalog read model was a version behind the other. It is left out, unpaid.
+func TestAPlaceListRowIsServedOnlyInTheTownAsked(t *testing.T) {
+	s := newProjectedStack(t, []map[string]any{
+		placeRecord("moves", "Alpha Grill", "food.restaurant", "paducah", geoCenter.Lat, geoCenter.Lng, 10, nil),
+		placeRecord("stays", "Beta Books", "shop.books", "paducah", kmNorth(1), geoCenter.Lng, 50, nil),
+		placeRecord("goes", "Gamma Grill", "food.restaurant", "paducah", kmNorth(2), geoCenter.Lng, 5, nil),
+	})
+	check := func(what, query string, want []string) {
+		t.Helper()
+		id, key := s.customer(500)
+		rows, m := s.get(key, "/api/data/places?"+query).rows(t)
+		if paid := 1000 - s.balance(id); !slices.Equal(ids(rows), want) || m.CreditsUsed != int64(len(want)) || paid != int64(len(want)) {
+			t.Fatalf("%s, %s: rows %v (towns %v), credits_used %d, %d paid; want rows %v, each paid", what, query, ids(rows), towns(rows), m.CreditsUsed, paid, want)
+		}
+	}
+
+	// The catalog ahead: "moves" is in Frankfort in the read model, in Paducah in the index.
+	s.importProjecting([]string{"catalog"}, placeRecord("moves", "Alpha Grill", "food.restaurant", "frankfort", 38.2009, -84.8733, 10, nil))
+	check("catalog ahead of the index", "town=paducah", []string{"stays", "goes"})
+	check("catalog ahead of the index", "town=paducah&q=grill", []string{"goes"})
+
+	// The index ahead: "goes" is in Frankfort in the index, still in Paducah in the read model.
+	s.importProjecting([]string{"placeindex"}, placeRecord("goes", "Gamma Grill", "food.restaurant", "frankfort", 38.2010, -84.8733, 5, nil))
+	check("index ahead of the catalog", "town=frankfort", []string{"moves"})
+	check("index ahead of the catalog", "town=frank&q=grill", []string{"moves"})
+
+	s.catchUp()
+	check("both caught up", "town=paducah", []string{"stays"})
+	check("both caught up", "town=frankfort", []string{"moves", "goes"})
+}
+
+func towns(rows []map[string]any) []any {
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		out[i] = r["town_slug"]
+	}
+	return out
+}

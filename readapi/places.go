@@ -66,7 +66,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if text != "" && len(words) == 0 || town == unmatchableTown {
 		// A q with no word ("!!!") matches no place; dropped, it would list (and charge)
 		// the whole catalog. A town no slug can match matches no place either: no search.
-		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, nil)
+		return s.servePlaceRows(w, r, c, domain.OpPlaceList, nil, asked{})
 	}
 	res, err := s.Index.List(r.Context(), placeindex.ListQuery{
 		TownPrefix: town,
@@ -77,7 +77,7 @@ func (s *Server) listPlaces(w http.ResponseWriter, r *http.Request, c caller) er
 	if err != nil {
 		return fmt.Errorf("place list: %w", err)
 	}
-	return s.servePlaceRows(w, r, c, domain.OpPlaceList, res.Hits, nil)
+	return s.servePlaceRows(w, r, c, domain.OpPlaceList, res.Hits, asked{townPrefix: town})
 }
 
 // searchPlaces answers GET /api/data/search: places within radius of a point, nearest
@@ -114,16 +114,22 @@ func (s *Server) searchPlaces(w http.ResponseWriter, r *http.Request, c caller) 
 	if err != nil {
 		return fmt.Errorf("geo search: %w", err)
 	}
-	return s.servePlaceRows(w, r, c, domain.OpSearch, res.Hits, &center)
+	return s.servePlaceRows(w, r, c, domain.OpSearch, res.Hits, asked{center: &center})
+}
+
+// asked is what a place list or geo search asked of its places that their rows tell: the place
+// list's town, a geo search's centre.
+type asked struct {
+	townPrefix string               // "" = any town
+	center     *placeindex.GeoPoint // nil but on a geo search, whose rows carry their distance_km
 }
 
 // servePlaceRows loads the hits' places in hit order and serves them per row. A hit the
-// read model does not (yet) hold is left out, unpaid. A geo search's rows (center set) carry
-// their distance_km, and a hit whose row is not where the index found the place is left out
-// too, unpaid: the index and the catalog read model are projected apart, and while one of them
-// holds a newer version of a place that moved, its row would be served (and charged) with a
-// distance it is not at, however far outside the radius it now lies.
-func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, hits []placeindex.Hit, center *placeindex.GeoPoint) error {
+// read model does not (yet) hold is left out, unpaid, and so is one whose row is not what was
+// asked (another town, not where the index found the place): the index and the catalog read
+// model are projected apart, and while one of them holds a newer version of a place that
+// moved, its row would be served (and charged) in a town, or at a distance, it is not at.
+func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, hits []placeindex.Hit, a asked) error {
 	ids := make([]string, len(hits))
 	for i, h := range hits {
 		ids[i] = h.PlaceID
@@ -136,12 +142,12 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 	resources := make([]string, 0, len(hits))
 	for _, h := range hits {
 		st, ok := stored[h.PlaceID]
-		if !ok {
+		if !ok || !strings.HasPrefix(st.town, a.townPrefix) {
 			continue
 		}
 		row := slices.Clip(st.row) // what follows is this hit's own, should a place come twice
-		if center != nil {
-			if st.at == nil || math.Abs(placeindex.DistanceKm(*center, *st.at)-h.DistanceKm) > movedKm {
+		if a.center != nil {
+			if st.at == nil || math.Abs(placeindex.DistanceKm(*a.center, *st.at)-h.DistanceKm) > movedKm {
 				continue
 			}
 			d, _ := json.Marshal(h.DistanceKm) // as the encoder writes a float64

@@ -107,11 +107,12 @@ func renderDoc(doc []byte, updated, now time.Time) (domain.PlaceView, error) {
 	return v, nil
 }
 
-// storedRow is a place's list row as loadRows reads it, and where the place is (nil when it has
-// no coordinates).
+// storedRow is a place's list row as loadRows reads it, its town ("" when it has none) and
+// where it is (nil when it has no coordinates).
 type storedRow struct {
-	row []byte
-	at  *placeindex.GeoPoint
+	row  []byte
+	town string
+	at   *placeindex.GeoPoint
 }
 
 // loadRows reads the list rows of the places with the given ids, keyed by id, each up to
@@ -123,7 +124,7 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string]storedR
 		return out, nil
 	}
 	rows, err := s.Pool.Query(ctx, `SELECT place_id, row_json, CASE WHEN row_json IS NULL THEN doc END, updated_at,
-			latitude, longitude
+			coalesce(town_slug, ''), latitude, longitude
 		FROM rm_places WHERE place_id = ANY($1)`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("load places: %w", err)
@@ -132,9 +133,10 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string]storedR
 		id       string
 		row, doc []byte
 		updated  time.Time
+		town     string
 		lat, lng *float64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &row, &doc, &updated, &lat, &lng}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &row, &doc, &updated, &town, &lat, &lng}, func() error {
 		if row == nil {
 			v, err := renderDoc(doc, updated, s.now())
 			if err != nil {
@@ -142,7 +144,7 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string]storedR
 			}
 			row = v.Row
 		}
-		st := storedRow{row: s.appendRow(nil, id, row)}
+		st := storedRow{row: s.appendRow(nil, id, row), town: town}
 		if lat != nil && lng != nil {
 			st.at = &placeindex.GeoPoint{Lat: *lat, Lng: *lng}
 		}
