@@ -415,23 +415,27 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		srv := NewHTTPServer(h, log)
 		srv.BaseContext = func(net.Listener) context.Context { return base }
 		servers = append(servers, srv)
-		log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
-		if name == "admin" {
-			log.WithField("url", "http://"+ln.Addr().String()+"/console/").Info("console")
-		}
 		if opts.Listening != nil {
 			opts.Listening(name, ln.Addr().String())
 		}
+		// Said once it is served, not when bound: a start that fails after binding this address
+		// (the next one taken) has never served it.
 		serving = append(serving, func() {
-			var err error
-			if tls {
-				err = srv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
-			} else {
-				err = srv.Serve(ln)
+			log.WithFields(logrus.Fields{"api": name, "addr": ln.Addr().String(), "tls": tls}).Info("listening")
+			if name == "admin" {
+				log.WithField("url", "http://"+ln.Addr().String()+"/console/").Info("console")
 			}
-			if !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("%s API: %w", name, err)
-			}
+			go func() {
+				var err error
+				if tls {
+					err = srv.ServeTLS(ln, cfg.TLSCertFile, cfg.TLSKeyFile)
+				} else {
+					err = srv.Serve(ln)
+				}
+				if !errors.Is(err, http.ErrServerClosed) {
+					errc <- fmt.Errorf("%s API: %w", name, err)
+				}
+			}()
 		})
 		return nil
 	}
@@ -475,7 +479,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 		}
 	}
 	for _, serve := range serving {
-		go serve()
+		serve()
 	}
 	select {
 	case <-ctx.Done():

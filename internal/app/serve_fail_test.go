@@ -109,8 +109,10 @@ func TestAServeThatFailsToStartNeverAnsweredAnAdminCall(t *testing.T) {
 	cfg := app.Config{DatabaseURL: pgtest.NewDatabase(t), ReadAddr: busy.Addr().String(), AdminAddr: "127.0.0.1:0",
 		AdminToken: "admin-token", DataDir: t.TempDir(), CanonicalBaseURL: "http://localhost:8080", RateLimit: 60,
 		RedisURL: redis.URL(), RedisTimeout: 3 * time.Second}
+	var logs syncbuf.Buffer
 	log := logrus.New()
-	log.SetOutput(io.Discard)
+	log.SetOutput(&logs)
+	log.SetFormatter(&logrus.JSONFormatter{})
 	answered := make(chan string, 1)
 	err = app.Serve(context.Background(), cfg, log, app.Options{Read: true, Admin: true, Projections: true,
 		Listening: func(api, addr string) {
@@ -137,5 +139,9 @@ func TestAServeThatFailsToStartNeverAnsweredAnAdminCall(t *testing.T) {
 	}
 	if status := <-answered; status != "" {
 		t.Errorf("the admin API answered %s, then serve failed to start", status)
+	}
+	// Nor does its log say it listened, or give the console's address: it served neither.
+	if out := logs.String(); strings.Contains(out, `"msg":"listening"`) || strings.Contains(out, `"msg":"console"`) {
+		t.Errorf("a serve that failed to start logged that it listened:\n%s", out)
 	}
 }
