@@ -242,8 +242,8 @@ func TestAnUnknownRouteOrMethodIgnoresItsQueryString(t *testing.T) {
 	s.unchecked(http.MethodGet, key, "/api/data/nothing-here?a=1;b=2").expectError(t, http.StatusNotFound, "not_found")
 	r := s.unchecked(http.MethodPost, key, "/api/data/towns?x=50%off")
 	r.expectError(t, http.StatusMethodNotAllowed, "bad_request")
-	if r := s.unchecked(http.MethodPost, key, "/healthz"); r.Header.Get("Allow") != "GET, HEAD" {
-		t.Errorf("405 on /healthz: Allow %q, want GET, HEAD", r.Header.Get("Allow"))
+	if r := s.unchecked(http.MethodPost, key, "/healthz"); r.Header.Get("Allow") != "GET, HEAD" || !strings.Contains(string(r.Body), "allowed: GET, HEAD") {
+		t.Errorf("405 on /healthz: Allow %q, body %s; want GET, HEAD in both", r.Header.Get("Allow"), r.Body)
 	}
 	if r := s.get(key, "/api/data/places/lex-bourbon-bar?x=50%off"); r.Status != http.StatusOK {
 		t.Errorf("detail with a query it does not read: %d %s", r.Status, r.Body)

@@ -320,7 +320,7 @@ func (e *notFoundError) Error() string { return e.msg }
 type methodError struct{ method, allow string }
 
 func (e *methodError) Error() string {
-	return "method " + e.method + " is not allowed; the read API answers GET only"
+	return "method " + e.method + " is not allowed here; allowed: " + e.allow
 }
 
 func errPlaceNotFound(id string) error {
