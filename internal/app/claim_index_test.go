@@ -10,6 +10,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/kyapi/kyapi/eventstore"
 	"github.com/kyapi/kyapi/internal/pgtest"
 	"github.com/kyapi/kyapi/projections"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
@@ -40,5 +41,36 @@ func TestServeRefusesAnElasticsearchIndexBuiltFromAnotherDatabase(t *testing.T) 
 	}
 	if cp, err := idx.Checkpoint(ctx); err != nil || cp != foreign {
 		t.Errorf("the refused index's checkpoint is now %q, %v; want it untouched, %q", cp, err, foreign)
+	}
+}
+
+// An Elasticsearch index of this database that went on past it (fed from a copy restored from
+// a backup, or a replica promoted behind its primary) is refused as well, and the error says
+// that and how to rebuild it, not that the index serves another database.
+func TestServeRefusesAnElasticsearchIndexPastItsDatabasesHistory(t *testing.T) {
+	ctx := context.Background()
+	idx, err := bleveindex.Open(filepath.Join(t.TempDir(), "placeindex")) // stands for the shared index
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	pool := pgtest.NewPool(t)
+	store, err := eventstore.StoreID(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	past := "900000/900000 store=" + store // no event of this store is there
+	if err := idx.Upsert(ctx, nil, nil, past); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	err = claimPlaceIndex(ctx, Config{ElasticsearchURL: "http://127.0.0.1:9200"}, projections.PlaceIndex{Pool: pool, Index: idx}, log)
+	var ahead *projections.ErrIndexPastStore
+	if !errors.As(err, &ahead) || !strings.Contains(err.Error(), "kyapi rebuild") || strings.Contains(err.Error(), "another database") {
+		t.Errorf("claiming an Elasticsearch index past this database's history: %v; want it refused as such, naming kyapi rebuild, not as another database's", err)
+	}
+	if cp, err := idx.Checkpoint(ctx); err != nil || cp != past {
+		t.Errorf("the refused index's checkpoint is now %q, %v; want it untouched, %q", cp, err, past)
 	}
 }
