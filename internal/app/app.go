@@ -152,11 +152,11 @@ func claimPlaceIndex(ctx context.Context, cfg Config, pi projections.PlaceIndex,
 	if !errors.As(err, &other) && !errors.As(err, &past) {
 		return err
 	}
-	if cfg.ElasticsearchURL != "" && other != nil {
-		return fmt.Errorf("%w: the Elasticsearch index %s (ELASTICSEARCH_URL) serves another database; run `kyapi rebuild` with this DATABASE_URL "+
-			"to rebuild it from this database, or give this database a cluster of its own", err, elasticIndexPrefix)
-	}
 	if cfg.ElasticsearchURL != "" {
+		if other != nil {
+			return fmt.Errorf("%w: the Elasticsearch index %s (ELASTICSEARCH_URL) serves another database; run `kyapi rebuild` with this DATABASE_URL "+
+				"to rebuild it from this database, or give this database a cluster of its own", err, elasticIndexPrefix)
+		}
 		return fmt.Errorf("%w: run `kyapi rebuild` with this DATABASE_URL to rebuild the Elasticsearch index %s (ELASTICSEARCH_URL) from this database", err, elasticIndexPrefix)
 	}
 	if other != nil {
