@@ -5,15 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -61,48 +56,23 @@ func copyDatabase(t *testing.T, src string) string {
 // checkpoint skipped too. Such an index is rebuilt from the database at start, saying why.
 func TestAPlaceIndexAheadOfACopyOfItsDatabaseIsRebuiltFromTheCopy(t *testing.T) {
 	dataDir, dir := t.TempDir(), t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	db := pgtest.NewDatabase(t)
-	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": db}, 2*time.Minute, "import",
-		write("v1.ndjson", `{"record":"place","place_id":"plc_1","name":"Ashland Diner","category":"food.diner","town_slug":"ashland","latitude":38.47,"longitude":-82.64}`+"\n")); code != 0 {
-		t.Fatalf("import v1: exit %d\n%s", code, out)
-	}
+	importPlaces(t, db, dir, "v1.ndjson", `{"record":"place","place_id":"plc_1","name":"Ashland Diner","category":"food.diner","town_slug":"ashland","latitude":38.47,"longitude":-82.64}`+"\n")
 	backup := copyDatabase(t, db)
-	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": db}, 2*time.Minute, "import",
-		write("v2.ndjson", `{"record":"place","place_id":"plc_1","name":"Zulu Tavern","category":"food.bar","town_slug":"ashland","latitude":38.47,"longitude":-82.64}`+"\n"+
-			`{"record":"place","place_id":"plc_2","name":"Paris Bakery","category":"food.bakery","town_slug":"paris","latitude":38.21,"longitude":-84.25}`+"\n")); code != 0 {
-		t.Fatalf("import v2: exit %d\n%s", code, out)
-	}
+	importPlaces(t, db, dir, "v2.ndjson", `{"record":"place","place_id":"plc_1","name":"Zulu Tavern","category":"food.bar","town_slug":"ashland","latitude":38.47,"longitude":-82.64}`+"\n"+
+		`{"record":"place","place_id":"plc_2","name":"Paris Bakery","category":"food.bakery","town_slug":"paris","latitude":38.21,"longitude":-84.25}`+"\n")
 	read := freeAddr(t)
 	p := startKyapi(t, map[string]string{"DATABASE_URL": db, "DATA_DIR": dataDir, "READ_ADDR": read, "ADMIN_ADDR": freeAddr(t)}, "serve")
 	waitServing(t, p, read) // its index holds v2
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	if out, code, _ := p.wait(time.Minute); code != 0 {
-		t.Fatalf("serve on the database: exit %d\n%s", code, out)
-	}
+	stopServing(t, p)
 
 	// The database is lost; its backup, which holds v1 only, is served with the same DATA_DIR.
 	read, admin := freeAddr(t), freeAddr(t)
 	b := startKyapi(t, map[string]string{"DATABASE_URL": backup, "DATA_DIR": dataDir, "READ_ADDR": read, "ADMIN_ADDR": admin, "ADMIN_TOKEN": "tok"}, "serve")
 	waitServing(t, b, read)
-	acc := adminCall(t, admin, "tok", "/admin/accounts", `{"name":"Acme","email":"ops@acme.example"}`)["account_id"].(string)
-	adminCall(t, admin, "tok", "/admin/accounts/"+acc+"/purchases", `{"amount_cents":500,"payment_ref":"p1"}`)
-	key := adminCall(t, admin, "tok", "/admin/accounts/"+acc+"/keys", ``)["api_key"].(string)
+	key := customerKey(t, admin)
 	for q, want := range map[string]string{"ashland": "Ashland Diner", "zulu": "", "paris": ""} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+read+"/api/data/places?q="+q, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
+		status, body := getData(t, read, key, "/api/data/places?q="+q)
 		var env struct {
 			Data []struct{ Name string }
 			Meta struct {
@@ -114,9 +84,9 @@ func TestAPlaceIndexAheadOfACopyOfItsDatabaseIsRebuiltFromTheCopy(t *testing.T) 
 		for _, r := range env.Data {
 			names = append(names, r.Name)
 		}
-		if got := strings.Join(names, ","); resp.StatusCode != http.StatusOK || got != want || env.Meta.CreditsUsed != len(names) {
+		if got := strings.Join(names, ","); status != http.StatusOK || got != want || env.Meta.CreditsUsed != len(names) {
 			t.Errorf("q=%s on the backup (plc_1 is Ashland Diner there, and plc_2 is not): %d, names %q, credits_used %d; want names %q",
-				q, resp.StatusCode, got, env.Meta.CreditsUsed, want)
+				q, status, got, env.Meta.CreditsUsed, want)
 		}
 	}
 	if out := b.output(); !strings.Contains(out, "rebuilding it") {

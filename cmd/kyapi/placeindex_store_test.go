@@ -22,34 +22,17 @@ import (
 // identity of the event store it was built from; a serve on another store rebuilds it from
 // position 0, saying why in its log (docs/operations.md, "Processes and configuration").
 func TestAPlaceIndexBuiltFromAnotherDatabaseIsRebuiltFromThisOne(t *testing.T) {
-	dataDir := t.TempDir()
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	dataDir, dir := t.TempDir(), t.TempDir()
 	// Database B is filled first (lower transaction ids), database A after.
 	dbB := pgtest.NewDatabase(t)
-	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": dbB}, 2*time.Minute, "import",
-		write("b.ndjson", `{"record":"place","place_id":"plc_in_b","name":"Berea Books","category":"shopping.books","town_slug":"berea","latitude":37.57,"longitude":-84.29}`+"\n")); code != 0 {
-		t.Fatalf("import into B: exit %d\n%s", code, out)
-	}
+	importPlaces(t, dbB, dir, "b.ndjson", `{"record":"place","place_id":"plc_in_b","name":"Berea Books","category":"shopping.books","town_slug":"berea","latitude":37.57,"longitude":-84.29}`+"\n")
 	dbA := pgtest.NewDatabase(t)
-	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": dbA}, 2*time.Minute, "import",
-		write("a.ndjson", `{"record":"place","place_id":"plc_in_a","name":"Ashland Diner","category":"food.diner","town_slug":"ashland","latitude":37.58,"longitude":-84.30}`+"\n")); code != 0 {
-		t.Fatalf("import into A: exit %d\n%s", code, out)
-	}
+	importPlaces(t, dbA, dir, "a.ndjson", `{"record":"place","place_id":"plc_in_a","name":"Ashland Diner","category":"food.diner","town_slug":"ashland","latitude":37.58,"longitude":-84.30}`+"\n")
 	// The first `make run`: serve on A with DATA_DIR.
 	readA := freeAddr(t)
 	a := startKyapi(t, map[string]string{"DATABASE_URL": dbA, "DATA_DIR": dataDir, "READ_ADDR": readA, "ADMIN_ADDR": freeAddr(t)}, "serve")
 	waitServing(t, a, readA)
-	_ = a.cmd.Process.Signal(syscall.SIGTERM)
-	if out, code, _ := a.wait(time.Minute); code != 0 {
-		t.Fatalf("serve on A: exit %d\n%s", code, out)
-	}
+	stopServing(t, a)
 	// The second: the same DATA_DIR, database B.
 	readB, adminB := freeAddr(t), freeAddr(t)
 	b := startKyapi(t, map[string]string{"DATABASE_URL": dbB, "DATA_DIR": dataDir, "READ_ADDR": readB, "ADMIN_ADDR": adminB, "ADMIN_TOKEN": "tok"}, "serve")
@@ -57,21 +40,12 @@ func TestAPlaceIndexBuiltFromAnotherDatabaseIsRebuiltFromThisOne(t *testing.T) {
 	if out := b.output(); !strings.Contains(out, "another event store") {
 		t.Errorf("serve on B rebuilt nothing, or said nothing of why:\n%s", out)
 	}
-	acc := adminCall(t, adminB, "tok", "/admin/accounts", `{"name":"Acme","email":"ops@acme.example"}`)["account_id"].(string)
-	adminCall(t, adminB, "tok", "/admin/accounts/"+acc+"/purchases", `{"amount_cents":500,"payment_ref":"p1"}`)
-	key := adminCall(t, adminB, "tok", "/admin/accounts/"+acc+"/keys", ``)["api_key"].(string)
+	key := customerKey(t, adminB)
 	for _, path := range []string{"/api/data/places?limit=10", "/api/data/search?lat=37.57&lng=-84.29&radius=5"} {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+readB+path, nil)
-		req.Header.Set("Authorization", "Bearer "+key)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "plc_in_b") || strings.Contains(string(body), "plc_in_a") {
+		status, body := getData(t, readB, key, path)
+		if status != http.StatusOK || !strings.Contains(string(body), "plc_in_b") || strings.Contains(string(body), "plc_in_a") {
 			t.Errorf("GET %s on database B (its catalog holds plc_in_b only), with a DATA_DIR built from database A: %d %s",
-				path, resp.StatusCode, body)
+				path, status, body)
 		}
 	}
 	if t.Failed() {
@@ -110,4 +84,49 @@ func adminCall(t *testing.T, addr, token, path, body string) map[string]any {
 	}
 	_ = json.Unmarshal(b, &env)
 	return env.Data
+}
+
+// importPlaces writes ndjson to a file named name under dir and imports it into the database at
+// dbURL with `kyapi import`.
+func importPlaces(t *testing.T, dbURL, dir, name, ndjson string) {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(ndjson), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, _ := runKyapi(t, map[string]string{"DATABASE_URL": dbURL}, 2*time.Minute, "import", p); code != 0 {
+		t.Fatalf("import %s: exit %d\n%s", name, code, out)
+	}
+}
+
+// stopServing stops p with SIGTERM and fails the test unless it exits 0.
+func stopServing(t *testing.T, p *kyapiProc) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if out, code, _ := p.wait(time.Minute); code != 0 {
+		t.Fatalf("serve: exit %d\n%s", code, out)
+	}
+}
+
+// customerKey opens an account with 1,000 credits through the admin API at admin (token tok)
+// and returns its new API key.
+func customerKey(t *testing.T, admin string) string {
+	t.Helper()
+	acc := adminCall(t, admin, "tok", "/admin/accounts", `{"name":"Acme","email":"ops@acme.example"}`)["account_id"].(string)
+	adminCall(t, admin, "tok", "/admin/accounts/"+acc+"/purchases", `{"amount_cents":500,"payment_ref":"p1"}`)
+	return adminCall(t, admin, "tok", "/admin/accounts/"+acc+"/keys", ``)["api_key"].(string)
+}
+
+// getData GETs path from the read API at addr with key: the status and the body.
+func getData(t *testing.T, addr, key, path string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
 }
