@@ -14,6 +14,7 @@ import (
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -334,7 +335,13 @@ func createGeneration(dir, name string) (*generation, error) {
 
 func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation, err error) {
 	// A generation damaged while no process had it open (a file of it truncated or overwritten)
-	// can make bbolt or zap panic as it is read: an error of opening it, not a crash.
+	// can make bbolt or zap panic as it is read: an error of opening it, not a crash. A root.bolt
+	// cut short is refused before bbolt maps it, as bbolt would read past its end; a fault in
+	// what bbolt and zap map (damage the length does not show) is a panic of this goroutine.
+	if err := checkBoltLength(filepath.Join(dir, name, "store", "root.bolt")); err != nil {
+		return nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %w", name, err)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	var b bleve.Index
 	defer func() {
 		if r := recover(); r != nil {
