@@ -104,6 +104,10 @@ type auditor struct {
 // counts.
 func (a *auditor) auditsUsage() bool { return a.whole && a.opts.AccountID == "" }
 
+// ErrRangeArchived: the positions an audit was asked for all lie in archived history, which it
+// does not read (every stream starts from its archived boundary): it would audit no event.
+var ErrRangeArchived = errors.New("audit: the range asked for is archived")
+
 // Run audits the store in pool.
 func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) {
 	if opts.Workers <= 0 {
@@ -160,6 +164,10 @@ func Run(ctx context.Context, pool *pgxpool.Pool, opts Options) (Report, error) 
 		archivedBefore, archivedEvents = ar.To, archivedEvents+ar.Events
 	}
 	total = max(total-archivedEvents, 0)
+	if opts.ToPosition < archivedBefore {
+		return Report{}, fmt.Errorf("%w: positions up to %d lie in the history archived before position %d (%d events), which the audit does not read: "+
+			"put that range back with kyapi restore to audit it, or audit from position %d", ErrRangeArchived, opts.ToPosition, archivedBefore, archivedEvents, archivedBefore)
+	}
 
 	// Payments and bonuses counted once: PostgreSQL groups them on the snapshot's own
 	// connection, idle while the workers read the streams.
