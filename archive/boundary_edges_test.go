@@ -14,8 +14,9 @@ import (
 )
 
 // An archived store audits clean however the audit is cut: ranges starting or ending exactly
-// at the boundary, an account audit of an account archived entirely, an account audit of one
-// with events after its boundary, tiny segments.
+// at the boundary (one ending before it is refused, as it reads no event), an account audit of
+// an account archived entirely, an account audit of one with events after its boundary, tiny
+// segments.
 func TestRangeAndAccountAuditsAtTheBoundaryAreClean(t *testing.T) {
 	h := newHistory(t, 1200, 300)
 	if _, err := archive.Archive(ctx, h.pool, h.options(t, 2000)); err != nil {
@@ -32,11 +33,17 @@ func TestRangeAndAccountAuditsAtTheBoundaryAreClean(t *testing.T) {
 	}
 	for _, o := range []audit.Options{
 		{FromPosition: 1000}, {FromPosition: 1001}, {FromPosition: firstHot}, {FromPosition: bigBoundary}, {FromPosition: bigBoundary + 1},
-		{FromPosition: 1, ToPosition: 1000}, {FromPosition: 1, ToPosition: 1001}, {ToPosition: firstHot}, {ToPosition: 1000},
+		{FromPosition: 1, ToPosition: 1001}, {ToPosition: firstHot},
 		{AccountID: h.small.id}, {AccountID: h.big.id}, {AccountID: h.big.id, FromPosition: 1001},
 		{SegmentEvents: 1, Workers: 2}, {AccountID: h.big.id, SegmentEvents: 1},
 	} {
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) { auditClean(t, h.pool, o) })
+	}
+	// A range ending before the boundary holds no event the audit reads: refused, not clean.
+	for _, o := range []audit.Options{{FromPosition: 1, ToPosition: 1000}, {ToPosition: 1000}} {
+		if _, err := audit.Run(ctx, h.pool, o); !errors.Is(err, audit.ErrRangeArchived) {
+			t.Errorf("audit %+v, wholly archived: %v; want it refused as archived", o, err)
+		}
 	}
 }
 
