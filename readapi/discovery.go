@@ -42,7 +42,7 @@ func (s *Server) trending(w http.ResponseWriter, r *http.Request, c caller) erro
 			WHERE day > $1::date - $2::int AND day <= $1::date GROUP BY place_id) u
 		JOIN rm_places p USING (place_id)
 		WHERE u.requests > 0
-		ORDER BY u.requests DESC, p.rating_count DESC NULLS LAST, p.place_id
+		ORDER BY u.requests DESC, p.rating_count DESC NULLS LAST, p.place_id COLLATE "C"
 		LIMIT $3`, domain.Day(s.now()), trendingDays, trendingLimit)
 	if err != nil {
 		return fmt.Errorf("trending: %w", err)
@@ -106,7 +106,7 @@ func (s *Server) hiddenGems(w http.ResponseWriter, r *http.Request, c caller) er
 		FROM rm_places
 		WHERE (is_gem OR local_gem_score >= $1) AND NOT is_chain
 		  AND ($2 = '' OR town_slug LIKE $2 || '%')
-		ORDER BY local_gem_score DESC NULLS LAST, rating_count DESC NULLS LAST, place_id
+		ORDER BY local_gem_score DESC NULLS LAST, rating_count DESC NULLS LAST, place_id COLLATE "C"
 		LIMIT $3`, gemScoreAtLeast, likePrefix(town), limit)
 	if err != nil {
 		return fmt.Errorf("hidden gems: %w", err)

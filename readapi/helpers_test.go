@@ -88,7 +88,12 @@ func newStack(t *testing.T) *stack {
 // with no catalog yet.
 func newEmptyStack(t *testing.T) (*stack, *eventstore.Store, *bleveindex.Index) {
 	t.Helper()
-	pool := pgtest.NewPool(t)
+	return newEmptyStackOn(t, pgtest.NewPool(t))
+}
+
+// newEmptyStackOn is newEmptyStack over the migrated database of pool.
+func newEmptyStackOn(t *testing.T, pool *pgxpool.Pool) (*stack, *eventstore.Store, *bleveindex.Index) {
+	t.Helper()
 	store := eventstore.New(pool)
 	clk := &clock{now: start}
 	meter := commands.NewMeter(store, clk.Now, commands.MeterOptions{})

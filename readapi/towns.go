@@ -18,7 +18,7 @@ const eventsDefaultDays = 90
 
 // towns answers GET /api/data/towns: every town, by slug.
 func (s *Server) towns(w http.ResponseWriter, r *http.Request, c caller) error {
-	rows, err := s.Pool.Query(r.Context(), `SELECT slug, name, county, population FROM rm_towns ORDER BY slug`)
+	rows, err := s.Pool.Query(r.Context(), `SELECT slug, name, county, population FROM rm_towns ORDER BY slug COLLATE "C"`)
 	if err != nil {
 		return fmt.Errorf("towns: %w", err)
 	}
@@ -57,7 +57,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, c caller) error 
 		SELECT doc FROM rm_events
 		WHERE start_date >= $1 AND start_date < $2
 		  AND ($3 = '' OR town_slug LIKE $3 || '%')
-		ORDER BY start_date, event_id`, from, to.AddDate(0, 0, 1), likePrefix(town))
+		ORDER BY start_date, event_id COLLATE "C"`, from, to.AddDate(0, 0, 1), likePrefix(town))
 	if err != nil {
 		return fmt.Errorf("events: %w", err)
 	}

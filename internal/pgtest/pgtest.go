@@ -64,6 +64,21 @@ func (e *scriptError) Error() string { return e.err.Error() + ": " + e.stderr }
 // returns its URL.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, "")
+}
+
+// NewDatabaseICU is NewDatabase for a database whose default collation is the ICU locale
+// icuLocale ("en-US"), as an operator's `CREATE DATABASE ... LOCALE_PROVIDER icu` makes one,
+// rather than the private cluster's C.UTF-8.
+func NewDatabaseICU(t testing.TB, icuLocale string) string {
+	t.Helper()
+	return newDatabase(t, " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE '"+strings.ReplaceAll(icuLocale, "'", "''")+"'")
+}
+
+// newDatabase creates the database with the options of CREATE DATABASE given, migrates it,
+// and returns its URL.
+func newDatabase(t testing.TB, options string) string {
+	t.Helper()
 	ctx := context.Background()
 	admin, err := pgxpool.New(ctx, ServerURL(t))
 	if err != nil {
@@ -73,7 +88,7 @@ func NewDatabase(t testing.TB) string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "kyapi_test_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name+options); err != nil {
 		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
@@ -105,6 +120,17 @@ func NewDatabase(t testing.TB) string {
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// NewPoolICU is NewDatabaseICU plus a pool on it, closed when the test ends.
+func NewPoolICU(t testing.TB, icuLocale string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), NewDatabaseICU(t, icuLocale))
 	if err != nil {
 		t.Fatal(err)
 	}
