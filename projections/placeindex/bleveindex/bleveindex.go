@@ -338,7 +338,10 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 	// can make bbolt or zap panic as it is read: an error of opening it, not a crash. A root.bolt
 	// cut short is refused before bbolt maps it, as bbolt would read past its end; a fault in
 	// what bbolt and zap map (damage the length does not show) is a panic of this goroutine.
-	if err := checkBoltLength(filepath.Join(dir, name, "store", "root.bolt")); err != nil {
+	// root.bolt is read whole here first: bleve's own goroutines read what it does not read as
+	// it opens (readBoltWhole).
+	root := filepath.Join(dir, name, "store", "root.bolt")
+	if err := checkBoltLength(root); err != nil {
 		return nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %w", name, err)
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -351,7 +354,10 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 			g, err = nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %v", name, r)
 		}
 	}()
-	b, err = bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
+	err = readBoltWhole(root, lockTimeout)
+	if err == nil {
+		b, err = bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
+	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, name, lockTimeout)
 	}

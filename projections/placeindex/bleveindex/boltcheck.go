@@ -4,10 +4,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"hash/fnv"
 	"io"
 	"io/fs"
 	"os"
+	"time"
+
+	"go.etcd.io/bbolt"
 )
 
 // checkBoltLength refuses a bolt file shorter than the pages its meta says it holds: one cut
@@ -110,4 +114,44 @@ func readBoltMeta(f io.ReaderAt, offset int64) (m boltMeta, ok bool) {
 		pages:    order.Uint64(meta[40:]),
 		txid:     order.Uint64(meta[48:]),
 	}, true
+}
+
+// readBoltWhole reads every bucket, key and value of the bolt file at path, in the calling
+// goroutine, so that damage anywhere in its pages shows as that goroutine's panic (bbolt
+// asserts on a page that is not what its parent says; openGeneration makes a fault a panic
+// too). bleve reads only the newest snapshot its root.bolt keeps as it opens; its persister
+// reads the older ones' pages (to delete them) in a goroutine of its own, where such a panic
+// stops it for good and every later batch waits for it for ever. A missing file is left for
+// bleve to answer. timeout bounds the wait for another process's lock (0: for ever).
+func readBoltWhole(path string, timeout time.Duration) error {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: timeout})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	tx, err := db.Begin(false)
+	if err != nil {
+		return err
+	}
+	// Deferred, not left to View: a panic while reading must still end the transaction, or
+	// Close would wait for it.
+	defer tx.Rollback()
+	var readBucket func(b *bbolt.Bucket) error
+	readBucket = func(b *bbolt.Bucket) error {
+		return b.ForEach(func(k, v []byte) error {
+			if v != nil {
+				_ = crc32.ChecksumIEEE(v) // reads every byte of the value, overflow pages included
+				return nil
+			}
+			sub := b.Bucket(k)
+			if sub == nil {
+				return fmt.Errorf("bucket %x: not readable", k)
+			}
+			return readBucket(sub)
+		})
+	}
+	return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error { return readBucket(b) })
 }

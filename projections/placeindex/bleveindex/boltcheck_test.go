@@ -1,12 +1,15 @@
 package bleveindex
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
@@ -69,4 +72,109 @@ func TestARootBoltCutShortIsRefusedAtEveryLength(t *testing.T) {
 			x.Close()
 		}
 	}
+}
+
+// A root.bolt with a page overwritten while no process had the index open is refused at Open,
+// whichever page of the file's buckets it is. bleve reads only the newest of the snapshots the
+// file keeps as it opens; its persister reads the older ones' pages (to delete them) in a
+// goroutine of its own, where bbolt's assertion on the damaged page stopped it for good. The
+// index opened, and its next batch waited for that persister for ever: serve hung catching up
+// the place index, or the index stopped taking places with nothing logged, and Close waited
+// behind it. A free page of the file is read by nothing: overwritten, the index opens and takes
+// a batch.
+func TestARootBoltWithAnyPageOverwrittenIsRefusedAtOpen(t *testing.T) {
+	pristine := filepath.Join(t.TempDir(), "placeindex")
+	x, err := Open(pristine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b := range 5 {
+		var docs []placeindex.Doc
+		for i := range 600 {
+			docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("p%05d", b*600+i), Name: fmt.Sprintf("Place %d", i), Category: "food.diner",
+				TownSlug: "berea", Location: &placeindex.GeoPoint{Lat: 37 + float64(i)/1000, Lng: -84}, Version: 1})
+		}
+		if err := x.Upsert(context.Background(), docs, nil, fmt.Sprintf("cp%d", b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bolt := filepath.Join("gen-000001", "store", "root.bolt")
+	pages, pageSize := boltPageTypes(t, filepath.Join(pristine, bolt))
+	var used, free int
+	for id := 2; id < len(pages); id++ {
+		typ := pages[id]
+		if typ == "" {
+			continue // within an overflow
+		}
+		dir := filepath.Join(t.TempDir(), "placeindex")
+		if out, err := exec.Command("cp", "-a", pristine, dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v %s", err, out)
+		}
+		f, err := os.OpenFile(filepath.Join(dir, bolt), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5}, 32), int64(id*pageSize)); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		x, err := Open(dir)
+		switch {
+		case typ != "free" && err == nil:
+			used++
+			t.Errorf("root.bolt with its %s page %d overwritten was opened; want it refused", typ, id)
+		case typ == "free" && err != nil:
+			t.Errorf("root.bolt with its free page %d overwritten: %v; want it opened", id, err)
+		case typ == "free":
+			free++
+			docs := []placeindex.Doc{{PlaceID: "p00001", Name: "Renamed", Category: "food.diner", TownSlug: "berea", Version: 2}}
+			if err := x.Upsert(context.Background(), docs, nil, "cp5"); err != nil {
+				t.Errorf("root.bolt with its free page %d overwritten: upsert: %v", id, err)
+			} else if cp, err := x.Checkpoint(context.Background()); err != nil || cp != "cp5" {
+				t.Errorf("root.bolt with its free page %d overwritten: checkpoint %q, %v after an upsert; want cp5", id, cp, err)
+			}
+		default:
+			used++
+		}
+		if x != nil {
+			x.Close()
+		}
+	}
+	t.Logf("root.bolt: %d pages of %d bytes; %d in use and %d free overwritten in turn", len(pages), pageSize, used, free)
+	if used == 0 {
+		t.Fatal("no page of root.bolt's buckets was overwritten")
+	}
+}
+
+// boltPageTypes is the type of each page of the bolt file at path as bbolt tells it ("free",
+// "leaf", "branch", "meta", "freelist"), "" for the pages an overflow continues over, and its
+// page size.
+func boltPageTypes(t *testing.T, path string) ([]string, int) {
+	t.Helper()
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var types []string
+	err = db.View(func(tx *bbolt.Tx) error {
+		for id := 0; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			types = append(types, info.Type)
+			for range info.OverflowCount {
+				types = append(types, "")
+				id++
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return types, db.Info().PageSize
 }
