@@ -364,6 +364,10 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: opening %s: %w", name, err)
 	}
+	if err := checkSegments(b); err != nil {
+		_ = b.Close()
+		return nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %w", name, err)
+	}
 	g = &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}
 	if err := g.loadMemory(); err != nil {
 		g.close()
