@@ -89,7 +89,7 @@ func (s *archivedStore) archiveBeside(t *testing.T) <-chan error {
 		}
 		var waiting bool
 		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE % IN ACCESS EXCLUSIVE MODE%')`).Scan(&waiting); err != nil {
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE % IN ACCESS EXCLUSIVE MODE%')`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting {
