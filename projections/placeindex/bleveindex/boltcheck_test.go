@@ -3,7 +3,6 @@ package bleveindex
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,24 +20,7 @@ import (
 // goroutine dump, which no recover catches. Which lengths faulted depended on where bleve's
 // commits had put the freelist and root pages, so a test of one length crashed only sometimes.
 func TestARootBoltCutShortIsRefusedAtEveryLength(t *testing.T) {
-	pristine := filepath.Join(t.TempDir(), "placeindex")
-	x, err := Open(pristine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b := range 5 {
-		var docs []placeindex.Doc
-		for i := range 600 {
-			docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("p%05d", b*600+i), Name: fmt.Sprintf("Place %d", i), Category: "food.diner",
-				TownSlug: "berea", Location: &placeindex.GeoPoint{Lat: 37 + float64(i)/1000, Lng: -84}, Version: 1})
-		}
-		if err := x.Upsert(context.Background(), docs, nil, fmt.Sprintf("cp%d", b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := x.Close(); err != nil {
-		t.Fatal(err)
-	}
+	pristine := buildPristineIndex(t)
 	bolt := filepath.Join("gen-000001", "store", "root.bolt")
 	f, err := os.Open(filepath.Join(pristine, bolt))
 	if err != nil {
@@ -83,24 +65,7 @@ func TestARootBoltCutShortIsRefusedAtEveryLength(t *testing.T) {
 // behind it. A free page of the file is read by nothing: overwritten, the index opens and takes
 // a batch.
 func TestARootBoltWithAnyPageOverwrittenIsRefusedAtOpen(t *testing.T) {
-	pristine := filepath.Join(t.TempDir(), "placeindex")
-	x, err := Open(pristine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for b := range 5 {
-		var docs []placeindex.Doc
-		for i := range 600 {
-			docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("p%05d", b*600+i), Name: fmt.Sprintf("Place %d", i), Category: "food.diner",
-				TownSlug: "berea", Location: &placeindex.GeoPoint{Lat: 37 + float64(i)/1000, Lng: -84}, Version: 1})
-		}
-		if err := x.Upsert(context.Background(), docs, nil, fmt.Sprintf("cp%d", b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := x.Close(); err != nil {
-		t.Fatal(err)
-	}
+	pristine := buildPristineIndex(t)
 	bolt := filepath.Join("gen-000001", "store", "root.bolt")
 	pages, pageSize := boltPageTypes(t, filepath.Join(pristine, bolt))
 	var used, free int
