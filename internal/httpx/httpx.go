@@ -380,12 +380,22 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // and the error body, with a request id and an access-log line (route "unmatched": no router
 // saw it). (net/http's own MaxHeaderBytes, set higher as the hard cap, answers in plain text.)
 func LimitHeaders(n int, logger *logrus.Logger) func(http.Handler) http.Handler {
+	return LimitHeadersCounted(n, logger, nil)
+}
+
+// LimitHeadersCounted is LimitHeaders whose refusals are also served through count (the
+// request metrics, which wrap the handler behind it and so never see a refusal); nil: none.
+func LimitHeadersCounted(n int, logger *logrus.Logger, count func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		refuse := LogAs(logger, "unmatched", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var refuse http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Connection", "close")
 			WriteError(w, http.StatusRequestHeaderFieldsTooLarge, CodeBadRequest,
 				fmt.Sprintf("request headers are larger than %d bytes", n))
-		}))
+		})
+		if count != nil {
+			refuse = count(refuse)
+		}
+		refuse = LogAs(logger, "unmatched", refuse)
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
 			for k, vs := range r.Header {
