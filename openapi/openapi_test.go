@@ -2,6 +2,7 @@ package openapi_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -162,5 +163,23 @@ func TestHeadersEveryAnswerCarriesAreDeclaredRequired(t *testing.T) {
 	for name, r := range model.Model.Components.Responses.FromOldest() {
 		code := map[string]string{"Unavailable": "503"}[name]
 		check("components/responses/"+name, code, r)
+	}
+}
+
+// The document served states the default cap the server was started with (RATE_LIMIT_PER_MINUTE):
+// every statement of it, and the quota policy examples, say that number instead of 60.
+func TestDocumentForStatesTheConfiguredDefaultCap(t *testing.T) {
+	if string(openapi.DocumentFor(60)) != string(openapi.Document()) || string(openapi.DocumentFor(0)) != string(openapi.Document()) {
+		t.Error("DocumentFor(60) or DocumentFor(0) is not the document as written")
+	}
+	doc := string(openapi.DocumentFor(120))
+	for _, p := range []string{"The default cap is %d requests per minute per key", "The per-key request cap (%d per minute by default)", `\"default\";q=%d;w=60`} {
+		if !strings.Contains(doc, fmt.Sprintf(p, 120)) || strings.Contains(doc, fmt.Sprintf(p, 60)) {
+			t.Errorf("the document for a cap of 120: %q is not said with 120 everywhere", p)
+		}
+	}
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Errorf("the document for a cap of 120 is not JSON: %v", err)
 	}
 }

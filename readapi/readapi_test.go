@@ -2,7 +2,9 @@ package readapi_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -685,6 +687,20 @@ func TestHealthAndTheOpenAPIDocumentNeedNoKey(t *testing.T) {
 	}
 	if r := s.get("", "/openapi.json"); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"0.1.0"`) {
 		t.Fatalf("openapi.json %d", r.Status)
+	}
+	// It says the default cap this server was started with (RATE_LIMIT_PER_MINUTE).
+	api := s.api
+	api.RateLimitPerMinute = 120
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "The default cap is 120 requests per minute per key") {
+		t.Errorf("openapi.json of a server whose default cap is 120 does not say so")
 	}
 }
 

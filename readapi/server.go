@@ -76,7 +76,7 @@ func (s *Server) Handler() http.Handler {
 		},
 		"/openapi.json": func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(openapi.Document())
+			_, _ = w.Write(openapi.DocumentFor(s.RateLimitPerMinute)) // the cap this server applies
 		},
 	}
 	for path, h := range keyless {
