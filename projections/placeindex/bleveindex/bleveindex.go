@@ -447,7 +447,7 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 		last.Delete(id)
 	}
 	last.SetInternal([]byte(checkpointKey), []byte(checkpoint))
-	if err := g.bleve.Batch(last); err != nil {
+	if err := g.bleve.Batch(last); err != nil && !g.took(checkpoint) {
 		return fmt.Errorf("bleveindex: upsert: %w", err)
 	}
 	for _, d := range newer {
@@ -461,6 +461,18 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 	g.points.apply(newer, deleteIDs)
 	g.ranking.apply(newer, deleteIDs)
 	return nil
+}
+
+// took reports whether bleve took the batch that stores checkpoint, though its Batch failed:
+// bleve puts a batch in the index it serves before it writes it to disk, and a write that fails
+// (DATA_DIR's disk full) fails the Batch with the batch in the index, its checkpoint too, and
+// bleve retrying the write on its own. Such a batch is applied: offered again, it would be
+// skipped as applied (its checkpoint reached), so the grid and the ranking take it now, and
+// the index on disk, its checkpoint written with its documents, catches up once bleve can
+// write (docs/operations.md, "DATA_DIR's disk full").
+func (g *generation) took(checkpoint string) bool {
+	v, err := g.bleve.GetInternal([]byte(checkpointKey))
+	return err == nil && string(v) == checkpoint
 }
 
 func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeindex.Result, error) {

@@ -1,0 +1,143 @@
+package bleveindex_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/kyapi/kyapi/projections/placeindex"
+	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
+)
+
+// smallDisk mounts an 8 MiB tmpfs at a fresh directory, unmounted when the test ends, and
+// returns it with functions that fill it to its last byte and free that space again: a disk
+// really full, its writes failing with ENOSPC (the test runs as root, as mount needs).
+func smallDisk(t *testing.T) (dir string, fill, free func()) {
+	t.Helper()
+	dir = t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	filler := filepath.Join(dir, "filler")
+	fill = func() {
+		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, n := range []int{1 << 16, 1} {
+			buf := make([]byte, n)
+			for {
+				if _, err := f.Write(buf); err != nil {
+					break
+				}
+			}
+		}
+	}
+	free = func() {
+		if err := os.Remove(filler); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, fill, free
+}
+
+func cafes(from, to int) []placeindex.Doc {
+	var docs []placeindex.Doc
+	for i := from; i < to; i++ {
+		docs = append(docs, placeindex.Doc{PlaceID: fmt.Sprintf("p%04d", i), Name: fmt.Sprintf("Cafe %d", i), Category: "food.cafe",
+			Location: &placeindex.GeoPoint{Lat: 37, Lng: -85}, RatingCount: i})
+	}
+	return docs
+}
+
+// counts are what the index finds of the cafes: by list without q, by geo search, and by
+// list with q ("PANIC" or the error when that search fails).
+func counts(idx *bleveindex.Index) (list, near int, withQ string) {
+	ctx := context.Background()
+	res, err := idx.List(ctx, placeindex.ListQuery{Limit: 1})
+	list = res.Total
+	if err != nil {
+		list = -1
+	}
+	res, err = idx.Near(ctx, placeindex.GeoQuery{Center: placeindex.GeoPoint{Lat: 37, Lng: -85}, RadiusKm: 1, Limit: 1})
+	near = res.Total
+	if err != nil {
+		near = -1
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				withQ = fmt.Sprintf("PANIC %v", r)
+			}
+		}()
+		res, err := idx.List(ctx, placeindex.ListQuery{Q: "cafe", Limit: 1})
+		withQ = fmt.Sprint(res.Total)
+		if err != nil {
+			withQ = err.Error()
+		}
+	}()
+	return list, near, withQ
+}
+
+// A batch that bleve takes into its index but cannot write to disk (the disk full) is in the
+// index it serves, checkpoint included: the places it holds must be found by every query, not
+// by text alone. Re-offered, the batch is skipped as applied (its checkpoint is reached), so
+// the grid and the ranking are filled now or never. Once space is back, bleve writes it, and a
+// reopened index holds it.
+func TestABatchTheDiskCannotTakeIsFoundByEveryQueryAndWrittenOnceSpaceIsBack(t *testing.T) {
+	ctx := context.Background()
+	disk, fill, free := smallDisk(t)
+	dir := filepath.Join(disk, "placeindex")
+	idx, err := bleveindex.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { idx.Close() }()
+	if err := idx.Upsert(ctx, cafes(0, 100), nil, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+	err = idx.Upsert(ctx, cafes(100, 200), nil, "c2")
+	t.Logf("upsert while the disk is full: %v", err)
+	if cp, _ := idx.Checkpoint(ctx); cp != "c2" {
+		t.Fatalf("checkpoint %q after the batch bleve took", cp)
+	}
+	if list, near, _ := counts(idx); list != 200 || near != 200 {
+		t.Errorf("while the disk is full: list without q finds %d, geo search %d; want the 200 places the index holds", list, near)
+	}
+
+	free()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, _, withQ := counts(idx)
+		if withQ == "200" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("once space is back, list with q: %s", withQ)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if list, near, _ := counts(idx); list != 200 || near != 200 {
+		t.Errorf("once space is back: list without q finds %d, geo search %d; want 200", list, near)
+	}
+	if err := idx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if idx, err = bleveindex.Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	if list, near, withQ := counts(idx); list != 200 || near != 200 || withQ != "200" {
+		t.Errorf("reopened: list %d, geo search %d, with q %s; want 200 each", list, near, withQ)
+	}
+}
