@@ -25,6 +25,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/durable"
 	"github.com/kyapi/kyapi/projections/placeindex"
 )
@@ -499,7 +500,7 @@ func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeind
 	page := newQPage(limit, offset)
 	req := bleve.NewSearchRequestOptions(root, limit, offset, false)
 	req.SortBy([]string{"-_score"})
-	res, err := g.bleve.SearchInContext(page.context(ctx), req)
+	res, err := g.search(page.context(ctx), req)
 	if err != nil {
 		return placeindex.Result{}, fmt.Errorf("bleveindex: list: %w", err)
 	}
@@ -508,6 +509,19 @@ func (g *generation) list(ctx context.Context, q placeindex.ListQuery) (placeind
 		hits[i] = placeindex.Hit{PlaceID: id}
 	}
 	return placeindex.Result{Hits: hits, Total: int(res.Total)}, nil
+}
+
+// search runs req. While DATA_DIR's disk is full, bleve's search of a segment it failed to write
+// panics (a cache of the segment cleared by the failed write) until the segment is written: the
+// index cannot answer now, domain.ErrUnavailable, which the read API answers 503 charging
+// nothing, not the 500 of a bug (docs/operations.md, "DATA_DIR's disk full").
+func (g *generation) search(ctx context.Context, req *bleve.SearchRequest) (res *bleve.SearchResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("%w (the place index's search failed: %v; is DATA_DIR's disk full?)", domain.ErrUnavailable, r)
+		}
+	}()
+	return g.bleve.SearchInContext(ctx, req)
 }
 
 // loadMemory fills the grid and the ranking from the stored documents,

@@ -2,6 +2,7 @@ package bleveindex_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
 )
@@ -140,4 +142,35 @@ func TestABatchTheDiskCannotTakeIsFoundByEveryQueryAndWrittenOnceSpaceIsBack(t *
 	if list, near, withQ := counts(idx); list != 200 || near != 200 || withQ != "200" {
 		t.Errorf("reopened: list %d, geo search %d, with q %s; want 200 each", list, near, withQ)
 	}
+}
+
+// While the disk is full, bleve's text search of a segment it failed to write can panic
+// inside bleve: the place index cannot answer, which is the read API's 503 that charges
+// nothing (domain.ErrUnavailable), not a panic answered 500 as a bug.
+func TestASearchWhileTheDiskIsFullIsUnavailableNotAPanic(t *testing.T) {
+	ctx := context.Background()
+	disk, fill, _ := smallDisk(t)
+	idx, err := bleveindex.Open(filepath.Join(disk, "placeindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	if err := idx.Upsert(ctx, cafes(0, 100), nil, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	fill()
+	_ = idx.Upsert(ctx, cafes(100, 200), nil, "c2")
+	var res placeindex.Result
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		res, err = idx.List(ctx, placeindex.ListQuery{Q: "cafe", Limit: 1})
+	}()
+	if err != nil && !errors.Is(err, domain.ErrUnavailable) {
+		t.Fatalf("list with q while the disk is full: %v; want its answer or domain.ErrUnavailable", err)
+	}
+	t.Logf("list with q while the disk is full: %d, %v", res.Total, err)
 }
