@@ -139,6 +139,26 @@ func OpenIndex(ctx context.Context, cfg Config) (placeindex.Index, error) {
 	return x, nil
 }
 
+// reportIndexWrites logs the embedded index's failures to write DATA_DIR (bleve retries them on
+// its own goroutines, where nobody else hears of them), at most one line a minute, and the write
+// that succeeds after them (docs/operations.md, "DATA_DIR's disk full").
+func reportIndexWrites(index placeindex.Index, cfg Config, log *logrus.Logger) {
+	x, ok := index.(*bleveindex.Index)
+	if !ok {
+		return
+	}
+	x.ReportWriteFailures(func(err error, notReported int) {
+		e := log.WithFields(logrus.Fields{"data_dir": cfg.DataDir, "errors_not_logged": notReported})
+		if err == nil {
+			e.Info("place index: writing DATA_DIR's place index to disk again; it holds everything served meanwhile")
+			return
+		}
+		e.WithError(err).Error("place index: cannot write DATA_DIR's place index to disk (is its disk full?): " +
+			"it serves imports from memory meanwhile, place lists with q may answer 503, and a restart before it is written " +
+			"replays them from the database; free space on DATA_DIR's disk, and it is written by itself (retrying)")
+	})
+}
+
 // claimPlaceIndex makes sure the place index is this database's before serve feeds it
 // (docs/operations.md, "The place index and its event store"). An embedded index built from
 // another event store is this process's own (its DATA_DIR is locked): it is rebuilt from
@@ -282,6 +302,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			return fmt.Errorf("place index: %w", err)
 		}
 		defer index.Close()
+		reportIndexWrites(index, cfg, log)
 		storeID, err := eventstore.StoreID(ctx, pool)
 		if err != nil {
 			return err

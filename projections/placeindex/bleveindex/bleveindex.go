@@ -62,6 +62,8 @@ type Index struct {
 	// at the end of a Rebuild never closes a generation under a reader.
 	mu  sync.RWMutex
 	cur *generation
+
+	writes *writeReport // every generation's failed writes, told to ReportWriteFailures
 }
 
 // generation is one complete copy of the index: a bleve index for full text,
@@ -78,6 +80,8 @@ type generation struct {
 	// writeMu keeps the bleve batch and the memory updates of one Upsert
 	// together, so concurrent Upserts cannot apply in different orders.
 	writeMu sync.Mutex
+	dir     string       // the index's, the generation's parent
+	writes  *writeReport // where bleve's failures to write it are reported
 }
 
 // Open opens the place index stored under dir, creating an empty one when dir
@@ -110,19 +114,20 @@ func OpenWaiting(ctx context.Context, dir string, lockTimeout time.Duration) (x 
 		return nil, err
 	}
 	var g *generation
+	writes := &writeReport{}
 	if name == "" {
 		name = genName(1)
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return nil, fmt.Errorf("bleveindex: %w", err)
 		}
-		if g, err = createGeneration(dir, name); err != nil {
+		if g, err = createGeneration(dir, name, writes); err != nil {
 			return nil, err
 		}
 		if err := writeCurrent(dir, name); err != nil {
 			g.close()
 			return nil, err
 		}
-	} else if g, err = openGeneration(dir, name, lockTimeout); err != nil {
+	} else if g, err = openGeneration(dir, name, lockTimeout, writes); err != nil {
 		return nil, err
 	}
 	// A process rebuilding the index commits its new generation (CURRENT) before it lets go
@@ -139,7 +144,7 @@ func OpenWaiting(ctx context.Context, dir string, lockTimeout time.Duration) (x 
 		g.close()
 		return nil, err
 	}
-	return &Index{dir: dir, cur: g, lock: lock}, nil
+	return &Index{dir: dir, cur: g, lock: lock, writes: writes}, nil
 }
 
 // lockFile is the file under an index's directory whose lock (flock) the process using the
@@ -175,6 +180,17 @@ func lockDir(ctx context.Context, dir string, timeout time.Duration) (*os.File, 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// ReportWriteFailures has report called when bleve fails to write the index to disk (its disk
+// full) on its own goroutines, where it retries the write until it succeeds: at once for the
+// first failure, then at most once a minute with the count of failures not reported since,
+// and with a nil err once a write succeeds again. Meanwhile the index serves what it was
+// given from memory (docs/operations.md, "DATA_DIR's disk full").
+func (x *Index) ReportWriteFailures(report func(err error, notReported int)) {
+	x.writes.mu.Lock()
+	defer x.writes.mu.Unlock()
+	x.writes.report = report
 }
 
 // Dir is the directory the index is stored under.
@@ -268,7 +284,7 @@ func (x *Index) Rebuild(ctx context.Context, fill func(w placeindex.Writer) erro
 	if err := os.RemoveAll(path); err != nil {
 		return fmt.Errorf("bleveindex: %w", err)
 	}
-	next, err := createGeneration(x.dir, name)
+	next, err := createGeneration(x.dir, name, x.writes)
 	if err != nil {
 		return err
 	}
@@ -322,19 +338,21 @@ func (w writer) Upsert(ctx context.Context, docs []placeindex.Doc, deleteIDs []s
 // live is written so; the live one keeps a range in one batch with its checkpoint.
 const rebuildParts = 2
 
-func createGeneration(dir, name string) (*generation, error) {
+func createGeneration(dir, name string, writes *writeReport) (*generation, error) {
 	m, err := newMapping()
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: mapping: %w", err)
 	}
-	b, err := bleve.New(filepath.Join(dir, name), m)
+	b, err := bleve.NewUsing(filepath.Join(dir, name), m, bleve.Config.DefaultIndexType, bleve.Config.DefaultKVStore, bleveConfig())
 	if err != nil {
 		return nil, fmt.Errorf("bleveindex: creating %s: %w", name, err)
 	}
-	return &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}, nil
+	g := &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}, dir: dir, writes: writes}
+	watched.watch(g)
+	return g, nil
 }
 
-func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation, err error) {
+func openGeneration(dir, name string, lockTimeout time.Duration, writes *writeReport) (g *generation, err error) {
 	// A generation damaged while no process had it open (a file of it truncated or overwritten)
 	// can make bbolt or zap panic as it is read: an error of opening it, not a crash. A root.bolt
 	// cut short is refused before bbolt maps it, as bbolt would read past its end; a fault in
@@ -357,7 +375,9 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 	}()
 	err = readBoltWhole(root, lockTimeout)
 	if err == nil {
-		b, err = bleve.OpenUsing(filepath.Join(dir, name), map[string]any{"bolt_timeout": lockTimeout.String()})
+		config := bleveConfig()
+		config["bolt_timeout"] = lockTimeout.String()
+		b, err = bleve.OpenUsing(filepath.Join(dir, name), config)
 	}
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w (%s stayed locked for %v)", ErrInUse, name, lockTimeout)
@@ -369,7 +389,8 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 		_ = b.Close()
 		return nil, fmt.Errorf("bleveindex: opening %s: it cannot be read: %w", name, err)
 	}
-	g = &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}}
+	g = &generation{name: name, bleve: b, points: newGrid(), ranking: newRanking(), versions: map[string]int64{}, dir: dir, writes: writes}
+	watched.watch(g)
 	if err := g.loadMemory(); err != nil {
 		g.close()
 		return nil, err
@@ -377,7 +398,11 @@ func openGeneration(dir, name string, lockTimeout time.Duration) (g *generation,
 	return g, nil
 }
 
-func (g *generation) close() error { return g.bleve.Close() }
+func (g *generation) close() error {
+	err := g.bleve.Close()
+	watched.unwatch(g)
+	return err
+}
 
 // minDocsPerPart: a batch smaller than this is not worth splitting.
 const minDocsPerPart = 100
@@ -436,7 +461,7 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 		errs := make([]error, parts)
 		var wg sync.WaitGroup
 		for i, b := range batches {
-			wg.Go(func() { errs[i] = g.bleve.Batch(b) })
+			wg.Go(func() { errs[i] = g.batch(b) })
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
@@ -448,7 +473,7 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 		last.Delete(id)
 	}
 	last.SetInternal([]byte(checkpointKey), []byte(checkpoint))
-	if err := g.bleve.Batch(last); err != nil && !g.took(checkpoint) {
+	if err := g.batch(last); err != nil && !g.took(checkpoint) {
 		return fmt.Errorf("bleveindex: upsert: %w", err)
 	}
 	for _, d := range newer {
@@ -462,6 +487,18 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 	g.points.apply(newer, deleteIDs)
 	g.ranking.apply(newer, deleteIDs)
 	return nil
+}
+
+// batch applies b. Until bleve has written a segment its write failed on (DATA_DIR's disk full),
+// a batch replacing documents of that segment panics inside bleve (as searches of it do, see
+// search): an error of this batch, applied again once bleve has written the segment.
+func (g *generation) batch(b *bleve.Batch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bleve failed: %v (is DATA_DIR's disk full?)", r)
+		}
+	}()
+	return g.bleve.Batch(b)
 }
 
 // took reports whether bleve took the batch that stores checkpoint, though its Batch failed:

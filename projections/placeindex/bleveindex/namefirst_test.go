@@ -18,7 +18,7 @@ import (
 func rankingFixture(t *testing.T) (*generation, []string) {
 	t.Helper()
 	ctx := context.Background()
-	g, err := createGeneration(t.TempDir(), genName(1))
+	g, err := createGeneration(t.TempDir(), genName(1), &writeReport{})
 	if err != nil {
 		t.Fatal(err)
 	}
