@@ -473,7 +473,8 @@ func (g *generation) upsert(ctx context.Context, docs []placeindex.Doc, deleteID
 		last.Delete(id)
 	}
 	last.SetInternal([]byte(checkpointKey), []byte(checkpoint))
-	if err := g.batch(last); err != nil && !g.took(checkpoint) {
+	before, _ := g.bleve.GetInternal([]byte(checkpointKey))
+	if err := g.batch(last); err != nil && (string(before) == checkpoint || !g.took(checkpoint)) {
 		return fmt.Errorf("bleveindex: upsert: %w", err)
 	}
 	for _, d := range newer {
@@ -501,7 +502,8 @@ func (g *generation) batch(b *bleve.Batch) (err error) {
 	return g.bleve.Batch(b)
 }
 
-// took reports whether bleve took the batch that stores checkpoint, though its Batch failed:
+// took reports whether bleve took the batch that stores checkpoint (one the index did not hold
+// before it, which upsert checks), though its Batch failed:
 // bleve puts a batch in the index it serves before it writes it to disk, and a write that fails
 // (DATA_DIR's disk full) fails the Batch with the batch in the index, its checkpoint too, and
 // bleve retrying the write on its own. Such a batch is applied: offered again, it would be
