@@ -47,11 +47,13 @@ func bleveConfig() map[string]any {
 
 // writeReport tells report (ReportWriteFailures) of the writes bleve failed: the first failure at
 // once, then at most one every writeReportEvery with the count of those left unreported, and,
-// with a nil error, the first write that succeeds after them.
+// with a nil error, the first write that succeeds after a failure reported. The minute runs on
+// across that success: a disk nearly full fails bleve's merges while the small writes between
+// them succeed, and each success would otherwise have the next failure reported at once.
 type writeReport struct {
 	mu          sync.Mutex
 	report      func(err error, notReported int)
-	failing     bool
+	failing     bool // a failure was reported, and no write that succeeded since
 	lastAt      time.Time
 	notReported int
 }
@@ -59,7 +61,6 @@ type writeReport struct {
 func (w *writeReport) failed(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.failing = true
 	if !w.lastAt.IsZero() && time.Since(w.lastAt) < writeReportEvery {
 		w.notReported++
 		return
@@ -67,7 +68,7 @@ func (w *writeReport) failed(err error) {
 	if w.report != nil {
 		w.report(err, w.notReported)
 	}
-	w.lastAt, w.notReported = time.Now(), 0
+	w.failing, w.lastAt, w.notReported = true, time.Now(), 0
 }
 
 func (w *writeReport) wrote() {
@@ -79,7 +80,7 @@ func (w *writeReport) wrote() {
 	if w.report != nil {
 		w.report(nil, w.notReported)
 	}
-	w.failing, w.lastAt, w.notReported = false, time.Time{}, 0
+	w.failing, w.lastAt, w.notReported = false, time.Now(), 0
 }
 
 // watched finds the writeReport of the generation whose bleve index calls back. The callbacks
