@@ -32,6 +32,10 @@ var defaultLimitPhrases = []string{
 	`\"default\";q=%d;w=60`,
 }
 
+// remainingPhrase is the document's RateLimit example, one request into a window of the
+// default cap: its %d is the cap less one.
+const remainingPhrase = `\"default\";r=%d;t=42`
+
 // DocumentFor is Document stating perMinute as the default per-key cap (RATE_LIMIT_PER_MINUTE),
 // so that the document served says what this server does.
 func DocumentFor(perMinute int) []byte {
@@ -42,5 +46,5 @@ func DocumentFor(perMinute int) []byte {
 	for _, p := range defaultLimitPhrases {
 		doc = bytes.ReplaceAll(doc, fmt.Appendf(nil, p, documentDefaultLimit), fmt.Appendf(nil, p, perMinute))
 	}
-	return doc
+	return bytes.ReplaceAll(doc, fmt.Appendf(nil, remainingPhrase, documentDefaultLimit-1), fmt.Appendf(nil, remainingPhrase, perMinute-1))
 }

@@ -183,3 +183,13 @@ func TestDocumentForStatesTheConfiguredDefaultCap(t *testing.T) {
 		t.Errorf("the document for a cap of 120 is not JSON: %v", err)
 	}
 }
+
+// The RateLimit example (remaining requests in a window) is one request into a window of the
+// default cap: for a cap of 5, an example saying 59 remain contradicts the RateLimit-Policy
+// example beside it (q=5) and the header's own definition.
+func TestDocumentForKeepsTheRemainingExampleWithinTheConfiguredCap(t *testing.T) {
+	doc := string(openapi.DocumentFor(5))
+	if strings.Contains(doc, `\"default\";r=59;t=42`) || !strings.Contains(doc, `\"default\";r=4;t=42`) {
+		t.Errorf("the document for a cap of 5 does not give the RateLimit example as r=4 (one request into the window)")
+	}
+}
