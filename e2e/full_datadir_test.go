@@ -4,56 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/kyapi/kyapi/internal/disktest"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
-
-// fullDisk mounts a small tmpfs at a fresh directory (removed when the test ends) and returns
-// it with a function that fills it to the last byte and one that frees that space again: a
-// DATA_DIR whose disk is really full, writes failing with ENOSPC.
-func fullDisk(t *testing.T) (dir string, fill, free func()) {
-	t.Helper()
-	dir = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mounting a tmpfs (the test makes a real full disk; it runs as root): %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	filler := filepath.Join(dir, "filler")
-	fill = func() {
-		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		buf := make([]byte, 4096)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				break
-			}
-		}
-		for { // the last bytes
-			if _, err := f.Write(buf[:1]); err != nil {
-				break
-			}
-		}
-	}
-	free = func() {
-		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir, fill, free
-}
 
 // A DATA_DIR whose disk fills up while `kyapi serve` runs: the embedded place index cannot
 // persist what it is given. An import still answers 200 within its documented wait, and the
@@ -63,7 +20,7 @@ func fullDisk(t *testing.T) (dir string, fill, free func()) {
 // the index is persisted, and a restart finds every place imported.
 func TestAFullDataDirKeepsImportsVisibleAndIsToldToTheOperator(t *testing.T) {
 	dbURL := pgtest.NewDatabase(t)
-	dataDir, fill, free := fullDisk(t)
+	dataDir, fill, free := disktest.Small(t, 16)
 	token := randomToken("admin-")
 	cfg := serveConfig{Name: "A", DatabaseURL: dbURL, AdminToken: token, DataDir: dataDir}
 	a := startServe(t, cfg)

@@ -4,53 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/kyapi/kyapi/domain"
+	"github.com/kyapi/kyapi/internal/disktest"
 	"github.com/kyapi/kyapi/projections/placeindex"
 	"github.com/kyapi/kyapi/projections/placeindex/bleveindex"
 )
 
-// smallDisk mounts an 8 MiB tmpfs at a fresh directory, unmounted when the test ends, and
-// returns it with functions that fill it to its last byte and free that space again: a disk
-// really full, its writes failing with ENOSPC (the test runs as root, as mount needs).
+// smallDisk is an 8 MiB disk the test can fill (disktest.Small).
 func smallDisk(t *testing.T) (dir string, fill, free func()) {
 	t.Helper()
-	dir = t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", dir).CombinedOutput(); err != nil {
-		t.Fatalf("mount tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	filler := filepath.Join(dir, "filler")
-	fill = func() {
-		f, err := os.OpenFile(filler, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		for _, n := range []int{1 << 16, 1} {
-			buf := make([]byte, n)
-			for {
-				if _, err := f.Write(buf); err != nil {
-					break
-				}
-			}
-		}
-	}
-	free = func() {
-		if err := os.Remove(filler); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir, fill, free
+	return disktest.Small(t, 8)
 }
 
 func cafes(from, to int) []placeindex.Doc {
