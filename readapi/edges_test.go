@@ -180,7 +180,7 @@ func TestParameterLengthsCountCharactersAsTheDocumentDoes(t *testing.T) {
 func TestTheHeaderLimitAnswerIsInTheDocument(t *testing.T) {
 	s := newStack(t)
 	_, key := s.customer(500)
-	ts := httptest.NewServer(app.NewHTTPServer(s.api.Handler(), s.api.Log).Handler)
+	ts := httptest.NewServer(app.NewHTTPServer(s.api.Handler(), nil, s.api.Log).Handler)
 	defer ts.Close()
 	req, err := http.NewRequest(http.MethodGet, ts.URL+"/api/data/places?q="+strings.Repeat("a", 17<<10), nil)
 	if err != nil {
@@ -205,7 +205,7 @@ func TestOptionsStarIsAuthenticatedLikeAnyOtherRequest(t *testing.T) {
 	s := newStack(t)
 	_, key := s.customer(500)
 	ts := httptest.NewUnstartedServer(nil)
-	ts.Config = app.NewHTTPServer(s.api.Handler(), s.api.Log)
+	ts.Config = app.NewHTTPServer(s.api.Handler(), nil, s.api.Log)
 	ts.Start()
 	defer ts.Close()
 	for _, c := range []struct {

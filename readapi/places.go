@@ -147,7 +147,7 @@ func (s *Server) servePlaceRows(w http.ResponseWriter, r *http.Request, c caller
 		}
 		row := slices.Clip(st.row) // what follows is this hit's own, should a place come twice
 		if a.center != nil {
-			if st.at == nil || math.Abs(placeindex.DistanceKm(*a.center, *st.at)-h.DistanceKm) > movedKm {
+			if !st.located || math.Abs(placeindex.DistanceKm(*a.center, st.at)-h.DistanceKm) > movedKm {
 				continue
 			}
 			d, _ := json.Marshal(h.DistanceKm) // as the encoder writes a float64

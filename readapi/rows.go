@@ -108,11 +108,12 @@ func renderDoc(doc []byte, updated, now time.Time) (domain.PlaceView, error) {
 }
 
 // storedRow is a place's list row as loadRows reads it, its town ("" when it has none) and
-// where it is (nil when it has no coordinates).
+// where it is (located false when it has no coordinates).
 type storedRow struct {
-	row  []byte
-	town string
-	at   *placeindex.GeoPoint
+	row     []byte
+	town    string
+	at      placeindex.GeoPoint
+	located bool
 }
 
 // loadRows reads the list rows of the places with the given ids, keyed by id, each up to
@@ -146,7 +147,7 @@ func (s *Server) loadRows(ctx context.Context, ids []string) (map[string]storedR
 		}
 		st := storedRow{row: s.appendRow(nil, id, row), town: town}
 		if lat != nil && lng != nil {
-			st.at = &placeindex.GeoPoint{Lat: *lat, Lng: *lng}
+			st.at, st.located = placeindex.GeoPoint{Lat: *lat, Lng: *lng}, true
 		}
 		out[id] = st
 		return nil

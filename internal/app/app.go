@@ -436,7 +436,7 @@ func Serve(ctx context.Context, cfg Config, log *logrus.Logger, opts Options) er
 			return fmt.Errorf("%s API: %w", name, err)
 		}
 		listeners = append(listeners, ln)
-		srv := newHTTPServer(h, func(refuse http.Handler) http.Handler {
+		srv := NewHTTPServer(h, func(refuse http.Handler) http.Handler {
 			return mets.ObserveRoute(name, "unmatched", refuse)
 		}, log)
 		srv.BaseContext = func(net.Listener) context.Context { return base }
@@ -662,16 +662,12 @@ const (
 )
 
 // NewHTTPServer sets every timeout, so a slow or idle client cannot hold a connection. log
-// gets the access-log line of a request refused for its headers.
-func NewHTTPServer(h http.Handler, log *logrus.Logger) *http.Server {
-	return newHTTPServer(h, nil, log)
-}
-
-// newHTTPServer is NewHTTPServer whose 431 refusals are served through count (the request
-// metrics, docs/operations.md, "Metrics"): they are refused before h, which the metrics wrap.
-func newHTTPServer(h http.Handler, count func(http.Handler) http.Handler, log *logrus.Logger) *http.Server {
+// gets the access-log line of a request refused for its headers, and count, when not nil,
+// serves that refusal too (the request metrics, docs/operations.md, "Metrics"): it is refused
+// before h, which the metrics wrap.
+func NewHTTPServer(h http.Handler, count func(http.Handler) http.Handler, log *logrus.Logger) *http.Server {
 	return &http.Server{
-		Handler:           httpx.LimitHeadersCounted(headerLimit, log, count)(h),
+		Handler:           httpx.LimitHeaders(headerLimit, log, count)(h),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,

@@ -10,7 +10,7 @@ import (
 
 // A slow or idle client must not hold a connection forever: every server timeout is set.
 func TestServersHaveEveryTimeoutAndAHeaderLimit(t *testing.T) {
-	s := NewHTTPServer(http.NotFoundHandler(), logrus.New())
+	s := NewHTTPServer(http.NotFoundHandler(), nil, logrus.New())
 	for name, d := range map[string]time.Duration{
 		"ReadHeaderTimeout": s.ReadHeaderTimeout, "ReadTimeout": s.ReadTimeout,
 		"WriteTimeout": s.WriteTimeout, "IdleTimeout": s.IdleTimeout,

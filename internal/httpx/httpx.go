@@ -379,13 +379,9 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 // LimitHeaders refuses a request whose request line and headers exceed n bytes with a 431
 // and the error body, with a request id and an access-log line (route "unmatched": no router
 // saw it). (net/http's own MaxHeaderBytes, set higher as the hard cap, answers in plain text.)
-func LimitHeaders(n int, logger *logrus.Logger) func(http.Handler) http.Handler {
-	return LimitHeadersCounted(n, logger, nil)
-}
-
-// LimitHeadersCounted is LimitHeaders whose refusals are also served through count (the
-// request metrics, which wrap the handler behind it and so never see a refusal); nil: none.
-func LimitHeadersCounted(n int, logger *logrus.Logger, count func(http.Handler) http.Handler) func(http.Handler) http.Handler {
+// count, when not nil, also serves the refusals (the request metrics, which wrap the handler
+// behind this and so never see one).
+func LimitHeaders(n int, logger *logrus.Logger, count func(http.Handler) http.Handler) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		var refuse http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Connection", "close")

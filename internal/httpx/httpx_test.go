@@ -297,7 +297,7 @@ func TestARequestRefusedForItsHeadersIsLoggedWithAnID(t *testing.T) {
 	logger := logrus.New()
 	logger.SetOutput(&buf)
 	logger.SetFormatter(&logrus.JSONFormatter{})
-	h := LimitHeaders(1024, logger)(http.NotFoundHandler())
+	h := LimitHeaders(1024, logger, nil)(http.NotFoundHandler())
 	r := httptest.NewRequest("GET", "/api/data/towns", nil)
 	r.Header.Set("X-Pad", strings.Repeat("a", 2048))
 	w := httptest.NewRecorder()
