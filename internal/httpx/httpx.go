@@ -307,12 +307,27 @@ func serveLogged(logger *logrus.Logger, route func(*http.Request) string, next h
 				rec.status, p = http.StatusInternalServerError, http.ErrAbortHandler
 			}
 		}
-		logRequest(logger, r, route(r), rec.Status(), start)
+		logRequest(logger, r, route(r), StatusSeen(r, rec.Status()), start)
 		if p != nil {
 			panic(p)
 		}
 	}()
 	next.ServeHTTP(rec, r)
+}
+
+// StatusClientClosed is the status logged and counted for a request whose client went away
+// before its answer (nginx's 499): no client ever sees it.
+const StatusClientClosed = 499
+
+// StatusSeen is the status to log and count for r answered with status: a 5xx written after
+// r's client went away (its context canceled: the charge it waited on given up, a 503 to
+// nobody) is StatusClientClosed, so that the service's failures are not mixed with its
+// clients' impatience (docs/operations.md, "Metrics").
+func StatusSeen(r *http.Request, status int) int {
+	if status >= 500 && errors.Is(r.Context().Err(), context.Canceled) {
+		return StatusClientClosed
+	}
+	return status
 }
 
 // logRequest writes the access-log line of r.

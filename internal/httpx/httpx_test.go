@@ -335,3 +335,35 @@ func TestSameSecretIsEqualityOfNonEmptySecrets(t *testing.T) {
 		}
 	}
 }
+
+// The access-log line of a request whose client went away before its answer says 499, as
+// /metrics counts it, not the 503 its handler wrote to nobody (docs/operations.md, "Metrics").
+func TestARequestWhoseClientWentAwayIsLoggedAs499(t *testing.T) {
+	var buf syncbuf.Buffer
+	logger := logrus.New()
+	logger.SetOutput(&buf)
+	logger.SetFormatter(&logrus.JSONFormatter{})
+	started := make(chan struct{})
+	router := mux.NewRouter()
+	router.Use(AccessLog(logger))
+	router.HandleFunc("/places/{placeId}", func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-r.Context().Done()
+		WriteError(w, http.StatusServiceUnavailable, CodeInternal, "service temporarily unavailable")
+	})
+	srv := httptest.NewServer(RequestID(router))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/places/p-9", nil)
+	go func() {
+		<-started
+		cancel()
+	}()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the canceled request was answered %d", resp.StatusCode)
+	}
+	srv.Close() // waits for the handler and its log line
+	if log := buf.String(); !strings.Contains(log, `"status":499`) || !strings.Contains(log, `"resource_id":"p-9"`) {
+		t.Fatalf("log line: %s", log)
+	}
+}

@@ -124,7 +124,7 @@ func (m *Metrics) Observe(api string, next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		rt := route()
-		m.requests.WithLabelValues(api, rt, methodLabel(r.Method), strconv.Itoa(rec.status)).Inc()
+		m.requests.WithLabelValues(api, rt, methodLabel(r.Method), strconv.Itoa(httpx.StatusSeen(r, rec.status))).Inc()
 		m.duration.WithLabelValues(api, rt).Observe(time.Since(start).Seconds())
 		if api == "read" && (rec.status == http.StatusPaymentRequired || rec.status == http.StatusTooManyRequests) {
 			m.refused.WithLabelValues(strconv.Itoa(rec.status)).Inc()
@@ -139,7 +139,7 @@ func (m *Metrics) ObserveRoute(api, route string, next http.Handler) http.Handle
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(api, route, methodLabel(r.Method), strconv.Itoa(rec.status)).Inc()
+		m.requests.WithLabelValues(api, route, methodLabel(r.Method), strconv.Itoa(httpx.StatusSeen(r, rec.status))).Inc()
 		m.duration.WithLabelValues(api, route).Observe(time.Since(start).Seconds())
 	})
 }
