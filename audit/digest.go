@@ -20,6 +20,7 @@ import (
 
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/eventstore"
+	"github.com/kyapi/kyapi/internal/durable"
 )
 
 // DigestFormat names the digest document's format (docs/operations.md, "Auditor's guide").
@@ -301,15 +302,13 @@ func NewSigningKey(path string) (ed25519.PublicKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// Whole or not at all, and durable before its public key is printed: a partial key file
+	// would refuse every later -new-key under its name, and a key lost to a crash after its
+	// public key was given to auditors could sign nothing they trust.
+	if err := durable.CreateFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return nil, err
 	}
-	if err := pem.Encode(f, &pem.Block{Type: "PRIVATE KEY", Bytes: der}); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return pub, f.Close()
+	return pub, nil
 }
 
 // LoadSigningKey reads a key written by NewSigningKey.

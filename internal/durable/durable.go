@@ -53,3 +53,41 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 	}
 	return SyncDir(dir)
 }
+
+// CreateFile writes data to a new file at path, whole or not at all, and never replaces a
+// file already there (os.ErrExist): data goes to a file beside it, synced, which is then
+// linked at path, and the directory is synced. A crash or a failed write leaves no file at
+// path, so the same call can be made again.
+func CreateFile(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	err = f.Chmod(perm)
+	if err == nil {
+		_, err = f.Write(data)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// Named as the file asked for ("create PATH: file exists"), not the file beside it.
+		if lerr := os.Link(tmp, path); lerr != nil {
+			var le *os.LinkError
+			if errors.As(lerr, &le) {
+				lerr = &os.PathError{Op: "create", Path: path, Err: le.Err}
+			}
+			err = lerr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return SyncDir(dir)
+}
