@@ -30,6 +30,11 @@ func runArchive(ctx context.Context, args []string) error {
 	if !*list && (*before <= 0 || *out == "") {
 		return usageError(fs, "give -before POSITION (above 0) and -o FILE, or -list")
 	}
+	if *out == "-" {
+		// As kyapi digest -o reads it, "-" would be standard output; an archive is a file, synced
+		// before its partitions are dropped, and never a file named "-" the operator did not mean.
+		return usageError(fs, "-o - is standard output, where an archive cannot go (it is synced before the partitions are dropped): name a file (./- for a file named so)")
+	}
 	_, pool, err := connect(ctx)
 	if err != nil {
 		return err

@@ -162,3 +162,19 @@ func TestTheDemoCurlLineNamesTheReadAddress(t *testing.T) {
 		t.Errorf("with TLS: %q", got)
 	}
 }
+
+// `-` is standard output for `kyapi digest -o`, but an archive cannot go there (it is synced
+// before its partitions are dropped): `kyapi archive -o -` is refused as a usage mistake, never
+// taken for a file named "-" in the working directory that then holds the only copy of the
+// archived events while the pipe the operator meant receives nothing.
+func TestArchiveRefusesStandardOutputAsItsFile(t *testing.T) {
+	dir := t.TempDir()
+	p := startKyapiIn(t, dir, map[string]string{"DATABASE_URL": pgtest.NewDatabase(t)}, "archive", "-before", "10000001", "-o", "-")
+	out, code, _ := p.wait(60 * time.Second)
+	if code != 2 || !strings.Contains(out, "standard output") {
+		t.Errorf("kyapi archive -before N -o -: exit %d; want a usage error (exit 2) saying an archive cannot go to standard output\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "-")); err == nil {
+		t.Error(`kyapi archive -o - made a file named "-"`)
+	}
+}

@@ -85,8 +85,15 @@ func (b lockedWriter) Write(p []byte) (int, error) {
 // startKyapi starts `kyapi args...`; it is killed when the test ends, if still running.
 func startKyapi(t *testing.T, vars map[string]string, args ...string) *kyapiProc {
 	t.Helper()
+	return startKyapiIn(t, "", vars, args...)
+}
+
+// startKyapiIn is startKyapi run in the working directory dir ("": the test's own).
+func startKyapiIn(t *testing.T, dir string, vars map[string]string, args ...string) *kyapiProc {
+	t.Helper()
 	p := &kyapiProc{out: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	p.cmd = exec.Command(kyapiBinary(t), args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = kyapiEnv(t, vars)
 	w := lockedWriter{p.mu, p.out}
 	p.cmd.Stdout, p.cmd.Stderr = w, w
