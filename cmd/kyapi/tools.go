@@ -371,6 +371,15 @@ func runDigest(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("AUDIT_SIGNING_KEY: %w", err)
 	}
+	// The digest replaces -o whole; the key is never replaced (docs/operations.md, "Keys"),
+	// whatever name -o gives it.
+	if *out != "-" {
+		if o, err := os.Stat(*out); err == nil {
+			if k, err := os.Stat(cfg.AuditSigningKey); err == nil && os.SameFile(o, k) {
+				return usageError(fs, "-o %s is the signing key (AUDIT_SIGNING_KEY): a digest is never written over it; name another file", *out)
+			}
+		}
+	}
 	pool, err := app.OpenDB(ctx, cfg)
 	if err != nil {
 		return err
