@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -107,7 +108,7 @@ func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
 			}
 			if err != nil {
 				s.logger().WithError(err).WithField("request_id", httpx.RequestIDFrom(r.Context())).Error("ledger export failed mid-way")
-				panic(http.ErrAbortHandler)
+				abortExport(w, r)
 			}
 			entries = page.Entries
 		}
@@ -124,6 +125,22 @@ func (s *Server) ledgerCSV(w http.ResponseWriter, r *http.Request) {
 		out.Flush()
 		done = done || len(entries) < ledgerPage || after >= head
 	}
+}
+
+// abortExport ends an export whose answer has begun so that the client sees it broken. Over
+// HTTP/1.1 the chunked body then lacks its last chunk. An HTTP/1.0 answer has no chunks: its
+// body ends where the connection closes, and the close net/http makes after an abort would
+// read as the end of a complete file, so the connection is reset instead.
+func abortExport(w http.ResponseWriter, r *http.Request) {
+	if !r.ProtoAtLeast(1, 1) {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			if tcp, ok := conn.(*net.TCPConn); ok {
+				_ = tcp.SetLinger(0) // Close sends a reset, not the end of the stream
+			}
+			_ = conn.Close()
+		}
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // safeFileName keeps the characters of an account id that need no quoting in a header.
