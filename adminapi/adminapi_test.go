@@ -189,10 +189,18 @@ func TestEveryRouteRefusesAMissingOrWrongAdminToken(t *testing.T) {
 	for _, rt := range routes {
 		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
 			f.t = t
-			f.expect(f.callWith(rt.method, rt.path, rt.body, ""), 401, "missing_api_key")
-			f.expect(f.callWith(rt.method, rt.path, rt.body, "Basic "+adminToken), 401, "missing_api_key")
-			f.expect(f.callWith(rt.method, rt.path, rt.body, "Bearer wrong-token"), 401, "invalid_api_key")
-			f.expect(f.callWith(rt.method, rt.path, rt.body, "Bearer "+adminToken+"x"), 401, "invalid_api_key")
+			for _, authorization := range []string{"", "Basic " + adminToken, "Bearer wrong-token", "Bearer " + adminToken + "x"} {
+				r := f.callWith(rt.method, rt.path, rt.body, authorization)
+				code := "invalid_api_key"
+				if !strings.HasPrefix(authorization, "Bearer ") {
+					code = "missing_api_key"
+				}
+				f.expect(r, 401, code)
+				// Every 401 names the scheme to send (RFC 9110, section 11.6.1).
+				if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer ") {
+					t.Fatalf("Authorization %q: WWW-Authenticate %q, want a Bearer challenge", authorization, got)
+				}
+			}
 		})
 	}
 	var n int

@@ -44,7 +44,7 @@ func newStrictDoc(t *testing.T) strictDoc {
 // apiHeaders are the response headers the API itself sets; each one an answer carries must be
 // declared for it.
 var apiHeaders = []string{"X-Credits-Remaining", "X-Request-Id", "X-RateLimit-Limit", "X-RateLimit-Remaining",
-	"X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After", "X-Charge-Outcome", "Allow"}
+	"X-RateLimit-Reset", "RateLimit-Policy", "RateLimit", "Retry-After", "X-Charge-Outcome", "Allow", "WWW-Authenticate"}
 
 func (d strictDoc) resolve(v any) map[string]any {
 	m, _ := v.(map[string]any)

@@ -82,6 +82,9 @@ type Error struct {
 // in X-Charge-Outcome, whether the request may have been charged: the code of every 5xx is
 // `internal`, the one decisions.md lists (docs/api.md, "Errors").
 func (e Error) Write(w http.ResponseWriter) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", challenge(e.Code))
+	}
 	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 		if e.Outcome != "" {
@@ -89,6 +92,16 @@ func (e Error) Write(w http.ResponseWriter) {
 		}
 	}
 	WriteError(w, e.Status, e.Code, e.Message)
+}
+
+// challenge is the WWW-Authenticate field every 401 must carry (RFC 9110, section 11.6.1):
+// the Bearer scheme (RFC 6750, section 3), with error="invalid_token" when a token was sent
+// but is not one the server accepts, and no error when none was sent (docs/api.md, "Errors").
+func challenge(code string) string {
+	if code == CodeInvalidAPIKey {
+		return `Bearer realm="kyapi", error="invalid_token"`
+	}
+	return `Bearer realm="kyapi"`
 }
 
 // BadRequestError is a problem with the request itself (malformed JSON, a bad query

@@ -149,6 +149,8 @@ func TestCheckAcceptsConformingResponsesOfOtherOperations(t *testing.T) {
 	tooMany := rateHeaders.Clone()
 	tooMany.Set("Retry-After", "12")
 	jsonOnly := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_abc"}}
+	challenged := jsonOnly.Clone()
+	challenged.Set("WWW-Authenticate", `Bearer realm="kyapi"`)
 
 	cases := []struct {
 		name   string
@@ -172,7 +174,7 @@ func TestCheckAcceptsConformingResponsesOfOtherOperations(t *testing.T) {
 				data(m)["hours"] = nil
 				data(m)["field_trust"] = map[string]any{}
 			})},
-		{"missing key", "/api/data/towns", 401, jsonOnly, `{"error":"missing API key","code":"missing_api_key"}`},
+		{"missing key", "/api/data/towns", 401, challenged, `{"error":"missing API key","code":"missing_api_key"}`},
 		{"rate limited", "/api/data/trending", 429, tooMany, `{"error":"slow down","code":"rate_limited"}`},
 		{"healthz", "/healthz", 200, jsonOnly, `{"status":"ok"}`},
 	}
