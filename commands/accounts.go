@@ -247,8 +247,14 @@ func (h Accounts) issueKey(ctx context.Context, accountID string, expectActive *
 	return out, nil
 }
 
+// graceUntilShown is a key's grace_until as it is shown and planned with: for a key revoked
+// during its grace (by a revoke, or a second rotation), the instant it was revoked, when its
+// grace ended, not the end of the 24 hours it no longer has (docs/api.md, "Admin API"). No
+// rule reads a revoked key's grace.
+const graceUntilShown = `CASE WHEN revoked_at < grace_until THEN revoked_at ELSE grace_until END`
+
 func loadKeys(ctx context.Context, tx pgx.Tx, accountID string) ([]domain.Key, error) {
-	rows, err := tx.Query(ctx, `SELECT key_id, key_no, last4, state, issued_at, grace_until FROM api_keys WHERE account_id = $1 ORDER BY issued_at, key_id`, accountID)
+	rows, err := tx.Query(ctx, `SELECT key_id, key_no, last4, state, issued_at, `+graceUntilShown+` FROM api_keys WHERE account_id = $1 ORDER BY issued_at, key_id`, accountID)
 	if err != nil {
 		return nil, err
 	}

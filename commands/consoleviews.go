@@ -54,7 +54,7 @@ func (v Views) SearchAccounts(ctx context.Context, q string, now time.Time, limi
 		if err != nil || len(ids) == 0 {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT account_id, key_id, key_no, last4, state, issued_at, grace_until
+		rows, err = tx.Query(ctx, `SELECT account_id, key_id, key_no, last4, state, issued_at, `+graceUntilShown+`
 			FROM api_keys WHERE account_id = ANY($1) ORDER BY issued_at, key_id`, ids)
 		if err != nil {
 			return err
