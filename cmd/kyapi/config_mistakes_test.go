@@ -23,8 +23,12 @@ func TestAuditRefusesARangeThatCannotHoldAnEvent(t *testing.T) {
 			t.Errorf("kyapi %s: exit %d, want 2 naming the flags\n%s", strings.Join(args, " "), code, out)
 		}
 	}
-	if out, code, _ := runKyapi(t, vars, 2*time.Minute, "audit", "-workers", "-2"); code != 2 || !strings.Contains(out, "-workers") {
-		t.Errorf("kyapi audit -workers -2: exit %d, want 2 naming the flag\n%s", code, out)
+	// A count of workers no pool could use (a typo) started that many goroutines and ran the
+	// process out of memory.
+	for _, n := range []string{"-2", "257", "100000000"} {
+		if out, code, _ := runKyapi(t, vars, 2*time.Minute, "audit", "-workers", n); code != 2 || !strings.Contains(out, "-workers must be 1 to 256") {
+			t.Errorf("kyapi audit -workers %s: exit %d, want 2 naming the flag and its bounds\n%s", n, code, out)
+		}
 	}
 	if out, code, _ := runKyapi(t, vars, 2*time.Minute, "audit", "-from", "1", "-to", "1"); code != 0 {
 		t.Errorf("kyapi audit -from 1 -to 1 (one position) on a clean store: exit %d\n%s", code, out)

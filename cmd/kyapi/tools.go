@@ -225,6 +225,11 @@ func finishBar(name string, n int64, start time.Time) {
 
 // runAudit brings the shared read models up to the store head, then audits the store
 // (audit.Run): every chain, every account's fold, the write model and the read models.
+// maxAuditWorkers bounds kyapi audit -workers: each worker reads its streams on a pooled
+// connection, so more workers than connections only wait, and a typo such as 100000000 would
+// start that many goroutines and run the process out of memory.
+const maxAuditWorkers = 256
+
 func runAudit(ctx context.Context, args []string) error {
 	fs := newFlags("audit", "[-account ID] [-from POS] [-to POS] [-workers N] [-digest FILE [-public-key HEX]]")
 	account := fs.String("account", "", "audit this account only")
@@ -245,8 +250,8 @@ func runAudit(ctx context.Context, args []string) error {
 		return usageError(fs, "-from and -to are positions in the store: 0 or more (0: unbounded)")
 	case *to != 0 && *to < *from:
 		return usageError(fs, "-to %d is before -from %d: the range holds no event", *to, *from)
-	case *workers < 0:
-		return usageError(fs, "-workers must be 1 or more (0, the default: the number of CPUs), got %d", *workers)
+	case *workers < 0 || *workers > maxAuditWorkers:
+		return usageError(fs, "-workers must be 1 to %d (0, the default: the number of CPUs), got %d", maxAuditWorkers, *workers)
 	}
 	var digest *audit.Digest
 	if *digestFile != "" {
