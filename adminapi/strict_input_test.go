@@ -8,7 +8,7 @@ import (
 )
 
 // A body encoding/json would decode only by altering it is refused: two payment references
-// or outage ids that differ must never be taken for one (docs/api.md, "Request bodies").
+// or outage ids that differ must never be taken for one (docs/api.md, "Admin API").
 func TestBodiesTheDecoderWouldAlterAreRefusedAndAddNothing(t *testing.T) {
 	f := newFixture(t)
 	acc := f.openAccount("Buyer")

@@ -1,6 +1,6 @@
 -- Places stored ready to serve: the catalog projection renders each place once per import
 -- (domain.RenderPlace) and the read API writes these bytes into its responses instead of
--- decoding a document per request (docs/architecture.md, "What each table holds").
+-- decoding a document per request (docs/architecture.md, "Tables").
 -- Rows written before this migration have no view (row_json IS NULL) and are served from
 -- doc until `kyapi rebuild` or their next import renders them.
 ALTER TABLE rm_places

@@ -1,6 +1,6 @@
 -- The events table's partitions are created ahead of the appends (kyapi_ensure_event_partitions,
 -- migration 0025) by whichever process appends, and the serving role should not own the tables
--- nor be allowed to create any (docs/operations.md, "Tamper evidence"): as such a role the
+-- nor be allowed to create any (docs/operations.md, "What protects the history"): as such a role the
 -- function failed, and appends would have stopped at the end of the partitions made. It now
 -- runs as its owner, the role that migrated the store (SECURITY DEFINER), so the partitions it
 -- creates belong to the owner too:

@@ -17,6 +17,6 @@ CREATE TRIGGER event_store_identity_no_truncate BEFORE TRUNCATE ON event_store_i
     FOR EACH STATEMENT EXECUTE FUNCTION kyapi_append_only();
 
 -- Every process reads the id at start, the serving role too, which a deployment may have
--- granted its privileges before this table existed (docs/operations.md, "Tamper evidence"):
+-- granted its privileges before this table existed (docs/operations.md, "What protects the history"):
 -- the id is no secret, and anyone connected may read it.
 GRANT SELECT ON event_store_identity TO PUBLIC;

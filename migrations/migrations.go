@@ -47,7 +47,7 @@ func ApplyThrough(ctx context.Context, pool *pgxpool.Pool, last string) (applied
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(72100001)`)
 	// A store that is up to date asks for no privilege beyond reading schema_migrations: the
 	// serving role need not own the tables nor be allowed to create any (docs/operations.md,
-	// "Tamper evidence").
+	// "What protects the history").
 	var exists bool
 	if err := conn.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
 		return nil, err

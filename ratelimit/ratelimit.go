@@ -2,7 +2,7 @@
 // Redis shared by every process (Redis), or in Redis with the process as its fallback while
 // Redis cannot be reached (Shared). Every limiter uses the same rule, a fixed window of one
 // minute that starts at the key's first request, so what a client sees does not depend on
-// which one answers (docs/api.md, "Rate limits").
+// which one answers (docs/api.md, "Rate limit").
 package ratelimit
 
 import (

@@ -18,7 +18,7 @@ import (
 	"github.com/kyapi/kyapi/migrations"
 )
 
-// docs/operations.md, "Tamper evidence": serve with a role that does not own the tables, with
+// docs/operations.md, "What protects the history": serve with a role that does not own the tables, with
 // only SELECT and INSERT on events. Such a role has no CREATE on the schema: every command
 // applies the migrations on connecting, and that must not need it once nothing is pending; nor
 // may the partitions the events table needs ahead of its appends. The grants are made as the
