@@ -19,6 +19,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/kyapi
 
 run: build
+	@scripts/packages.sh run
 	@set -e; DATABASE_URL=$(DB_URL); export DATABASE_URL; \
 	$(BIN) migrate; \
 	$(BIN) demo-data; \
@@ -27,6 +28,7 @@ run: build
 	exec $(BIN) serve
 
 test: vet
+	@scripts/packages.sh test
 	@set -e; DATABASE_URL=$(DB_URL); export DATABASE_URL; \
 	$(GO) test -count=1 -timeout 30m ./...
 
