@@ -249,3 +249,54 @@ func TestAStatementTimeoutOnTheRoleMidLoadAnswers503NotInternal(t *testing.T) {
 		roleSetting(t, c, `statement_timeout = '3ms'`, 8*time.Second)
 	})
 }
+
+// Every COMMIT waits for a synchronous standby that never comes, and the service's backends
+// are ended or cancelled at that moment — committed, with the answer lost (pg_terminate_backend
+// during the wait: the client gets no answer at all), or answered with a warning
+// (pg_cancel_backend) — and at any other moment: holding a batch's locks, running
+// kyapi_charge, idle in the pool, listening for key changes, counting the rate. Each answer
+// says what happened: a charge that committed is paid, and found so rather than decided again
+// (which would answer it deduplicated); "nothing charged" charged nothing.
+func TestBackendsEndedAtTheMomentOfCommitMidLoadLoseNoCharge(t *testing.T) {
+	runFaultUnderLoad(t, func(t *testing.T, c *privateCluster, dbURL string) {
+		ctx := context.Background()
+		admin, err := pgx.Connect(ctx, c.url("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer admin.Close(ctx)
+		count := func(q string) int {
+			var n int
+			if err := admin.QueryRow(ctx, q).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if _, err := admin.Exec(ctx, `ALTER SYSTEM SET synchronous_standby_names = 'kyapi_test_no_standby'`); err != nil {
+			t.Fatal(err)
+		}
+		count(`SELECT count(pg_reload_conf())`)
+		service := `datname = 'kyapi' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`
+		rng := rand.New(rand.NewPCG(1, 2))
+		ended := map[string]int{}
+		for i := range 1500 {
+			// The commits waiting for the standby: committed, each ended or let go.
+			ended["commit waiting, terminated"] += count(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE ` + service + ` AND wait_event = 'SyncRep' AND random() < 0.5`)
+			ended["commit waiting, cancelled"] += count(`SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+				WHERE ` + service + ` AND wait_event = 'SyncRep'`)
+			if i%4 == 0 {
+				fn := []string{"pg_terminate_backend", "pg_cancel_backend"}[rng.IntN(2)]
+				filter := []string{`true`, `state = 'idle in transaction'`, `state = 'active' AND query LIKE '%kyapi_charge%'`}[rng.IntN(3)]
+				ended[fn+" "+filter] += count(`SELECT count(` + fn + `(pid)) FROM (SELECT pid FROM pg_stat_activity
+					WHERE ` + service + ` AND ` + filter + ` ORDER BY random() LIMIT 1) p`)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if _, err := admin.Exec(ctx, `ALTER SYSTEM RESET synchronous_standby_names`); err != nil {
+			t.Fatal(err)
+		}
+		count(`SELECT count(pg_reload_conf())`)
+		t.Logf("ended: %v", ended)
+	})
+}
