@@ -163,7 +163,7 @@ func mustAdmin(t *testing.T, procs []*chaosProc, method, path, body string, want
 	var st int
 	var b []byte
 	var err error
-	for i := range 100 {
+	for i := range 1000 {
 		st, b, err = procs[i%len(procs)].admin(method, path, body)
 		if err == nil && st != http.StatusServiceUnavailable {
 			break
@@ -223,7 +223,7 @@ func TestServeProcessesWhoseBackendsAreEndedAtRandomLoseNoCredit(t *testing.T) {
 			if st == http.StatusOK && m.Meta.Count == nPlaces {
 				break
 			}
-			if try == 600 {
+			if try == 2400 {
 				t.Fatalf("%s never listed the catalog: %d %s", p.name, st, b)
 			}
 			time.Sleep(50 * time.Millisecond)
@@ -385,7 +385,7 @@ func TestServeProcessesWhoseBackendsAreEndedAtRandomLoseNoCredit(t *testing.T) {
 		if !strings.Contains(stacks.String(), "readapi.(*Server).authorized") {
 			break
 		}
-		if try == 300 {
+		if try == 1200 {
 			t.Fatalf("handlers still running after the load:\n%s", stacks.String())
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -393,7 +393,7 @@ func TestServeProcessesWhoseBackendsAreEndedAtRandomLoseNoCredit(t *testing.T) {
 	// Nor anything else a lost connection started (a lookup of a batch's outcome, a
 	// connection of its own): the process holds about as many goroutines as before the load.
 	for try := 0; runtime.NumGoroutine() > goroutines+20; try++ {
-		if try == 300 {
+		if try == 1200 {
 			stacks.Reset()
 			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
 			t.Fatalf("%d goroutines after the load, %d before:\n%s", runtime.NumGoroutine(), goroutines, stacks.String())
@@ -414,7 +414,7 @@ func TestServeProcessesWhoseBackendsAreEndedAtRandomLoseNoCredit(t *testing.T) {
 	acc := accounts[0]
 	fresh := issueChaosKey(t, procs, acc.id)
 	var shared bool
-	for try := 0; try < 300 && !shared; try++ {
+	for try := 0; try < 1200 && !shared; try++ {
 		var remaining []int
 		for _, p := range procs {
 			req, _ := http.NewRequest(http.MethodGet, p.readURL+"/api/data/towns", nil)
@@ -686,7 +686,7 @@ func checkChaosAnswers(t *testing.T, pool *pgxpool.Pool, procs []*chaosProc, acc
 		if behind == 0 {
 			break
 		}
-		if try == 600 {
+		if try == 2400 {
 			t.Fatalf("rm_balances never caught up: %d accounts differ", behind)
 		}
 		time.Sleep(50 * time.Millisecond)
