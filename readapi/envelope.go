@@ -1,6 +1,7 @@
 package readapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -88,8 +89,14 @@ func serveRows[T any](s *Server, w http.ResponseWriter, r *http.Request, c calle
 // long it took: the server's write timeout started when the request was read, and a charge
 // that waited on the account's lock past it would be paid with no answer at all. So the
 // write deadline starts again once the charge is decided.
+//
+// It runs on the request's own context, not on the one its reads were bounded by (readWait).
 func (s *Server) charge(w http.ResponseWriter, r *http.Request, c caller, op domain.Operation, resources []string) (commands.ChargeResult, error) {
-	res, err := s.Meter.Charge(r.Context(), commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
+	ctx := r.Context()
+	if own, ok := ctx.Value(chargeContextKey{}).(context.Context); ok {
+		ctx = own
+	}
+	res, err := s.Meter.Charge(ctx, commands.ChargeRequest{Caller: c, Operation: op, Resources: resources})
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(httpx.AnswerWriteTimeout)) // not every writer has one
 	return res, err
 }

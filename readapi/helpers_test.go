@@ -63,7 +63,13 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	s, store, index := newEmptyStack(t)
+	return newStackOn(t, pgtest.NewPool(t))
+}
+
+// newStackOn is newStack over the migrated database of pool.
+func newStackOn(t *testing.T, pool *pgxpool.Pool) *stack {
+	t.Helper()
+	s, store, index := newEmptyStackOn(t, pool)
 	imported, err := (commands.ImportCatalog{Store: store, Clock: s.clock.Now}).Handle(ctx, strings.NewReader(catalogNDJSON(t)), eventstore.Metadata{})
 	if err != nil {
 		t.Fatalf("import: %v", err)

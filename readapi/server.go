@@ -193,7 +193,9 @@ func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, p
 			err = checkParams(r, params)
 		}
 		if err == nil {
-			err = h(w, r, c)
+			reads, cancel := context.WithTimeout(context.WithValue(r.Context(), chargeContextKey{}, r.Context()), readWait)
+			err = h(w, r.WithContext(reads), c)
+			cancel()
 		}
 		if err != nil {
 			err = s.keyErrorFirst(r.Context(), hash, err)
@@ -204,6 +206,22 @@ func (s *Server) authorized(limiter ratelimit.Limiter, rechecks *rateRechecks, p
 		}
 	})
 }
+
+// readWait bounds a data request's reads (the read models, the place index), from when its
+// handler starts until its charge: a read waiting on a table another transaction holds (an
+// operator's LOCK TABLE or ALTER TABLE, `kyapi rebuild` of usage) or on a connection that
+// stopped answering must not keep its connection of the pool, and its request, for as long as
+// that lasts, whatever its client's patience: as many such reads as the pool has connections
+// would leave every other request and charge of the process waiting with them. Past it the
+// request answers 503, outcome none, nothing charged (docs/limits.md, "Read API"). The key's
+// lookup and the charge are bounded apart, as long (commands.KeyCache.LookupWait,
+// commands.MeterOptions.BatchWait).
+const readWait = 10 * time.Second
+
+// chargeContextKey holds, in the context a data handler's reads run on (bounded by readWait),
+// the request's own: the charge runs on that one, which ends only when the client goes away,
+// so the reads' bound never cuts a charge short.
+type chargeContextKey struct{}
 
 // rateHeaders are the rate-limit fields of an authenticated answer.
 var rateHeaders = []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "RateLimit-Policy", "RateLimit"}
