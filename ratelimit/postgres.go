@@ -163,7 +163,14 @@ func (p *Postgres) take(batch []*pgTake) {
 	}
 }
 
-// sweep deletes, at most once per sweepEvery, the windows that ended over an hour ago.
+// sweepChunk bounds the windows one sweep deletes, so that its statement ends well within its
+// bound (timeout) whatever the table holds: one statement for all of them, past a few hundred
+// thousand, was cancelled at every sweep and deleted nothing, ever again.
+const sweepChunk = 10_000
+
+// sweep deletes, at most once per sweepEvery, the windows that ended over an hour ago, up to
+// sweepChunk of them; while it finds a whole chunk, the next sweep is due at once (after the
+// next batch), until they are all gone.
 func (p *Postgres) sweep() {
 	if time.Since(p.lastSweep) < sweepEvery {
 		return
@@ -173,7 +180,10 @@ func (p *Postgres) sweep() {
 	defer cancel()
 	// Rows a batch holds are skipped (the next sweep deletes them): locking them in the
 	// table's order here, against a batch's key order, could deadlock with it.
-	_, _ = p.pool.Exec(ctx, `DELETE FROM rate_windows WHERE key_id IN (SELECT key_id FROM rate_windows
-		WHERE window_start < clock_timestamp() - $1::bigint * interval '1 millisecond' FOR UPDATE SKIP LOCKED)`,
-		(p.window + time.Hour).Milliseconds())
+	tag, err := p.pool.Exec(ctx, `DELETE FROM rate_windows WHERE key_id IN (SELECT key_id FROM rate_windows
+		WHERE window_start < clock_timestamp() - $1::bigint * interval '1 millisecond' LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		(p.window + time.Hour).Milliseconds(), sweepChunk)
+	if err == nil && tag.RowsAffected() >= sweepChunk {
+		p.lastSweep = time.Time{}
+	}
 }

@@ -62,3 +62,44 @@ func TestTheSweepNeverDeadlocksWithABatch(t *testing.T) {
 		t.Fatalf("sweep: %v", err)
 	}
 }
+
+// Each sweep deletes the ended windows a chunk at a time, within its call's bound
+// (REDIS_TIMEOUT), and the next sweep is due after the next batch while whole chunks come
+// back. One statement for all of them outgrew that bound past a few hundred thousand ended
+// windows (300,000 took 1 s here, a million 3.5 s): it was cancelled every ten minutes,
+// deleted nothing, and rate_windows kept a row for every key ever used, growing with every
+// new key (a rotation is one), while each cancelled sweep held the worker's takes for its
+// whole bound.
+func TestEndedWindowsAreSweptWhateverTheirNumber(t *testing.T) {
+	pool, err := pgxpool.New(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	const ended, live = 1_000_000, 10
+	if _, err := pool.Exec(ctx, `INSERT INTO rate_windows SELECT 'ended-' || g, now() - interval '2 hours', 5
+		FROM generate_series(1, $1::int) g`, ended); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO rate_windows SELECT 'live-' || g, now(), 1 FROM generate_series(1, $1::int) g`, live); err != nil {
+		t.Fatal(err)
+	}
+	p := &Postgres{pool: pool, window: Window, timeout: DefaultRedisTimeout}
+	left := func(prefix string) int {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM rate_windows WHERE key_id LIKE $1 || '%'`, prefix).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// The worker sweeps after each batch: as many batches as it takes, and a few more.
+	for range 200 {
+		p.sweep()
+	}
+	if n := left("ended-"); n != 0 {
+		t.Fatalf("%d of %d windows that ended two hours ago are still in rate_windows after 200 sweeps", n, ended)
+	}
+	if n := left("live-"); n != live {
+		t.Fatalf("%d of %d live windows left, want all", n, live)
+	}
+}
