@@ -21,11 +21,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sirupsen/logrus"
 
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/domain"
 	"github.com/kyapi/kyapi/internal/app"
+	"github.com/kyapi/kyapi/internal/apptest"
 	"github.com/kyapi/kyapi/internal/pgtest"
 )
 
@@ -46,43 +46,8 @@ func startChaosProc(t *testing.T, dbURL, name string, log *adminLog) *chaosProc 
 	q := u.Query()
 	q.Set("application_name", name)
 	u.RawQuery = q.Encode()
-	cfg := app.Config{
-		DatabaseURL:      u.String(),
-		ReadAddr:         "127.0.0.1:0",
-		AdminAddr:        "127.0.0.1:0",
-		AdminToken:       chaosAdminToken,
-		DataDir:          t.TempDir(),
-		CanonicalBaseURL: "http://localhost:8080",
-		RateLimit:        100000,
-	}
-	logger := logrus.New()
-	logger.SetOutput(io.Discard)
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	addrs := map[string]string{}
-	ready := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- app.Serve(ctx, cfg, logger, app.Options{Read: true, Admin: true, Projections: true,
-			Listening: func(api, addr string) {
-				mu.Lock()
-				defer mu.Unlock()
-				addrs[api] = addr
-				if len(addrs) == 2 {
-					close(ready)
-				}
-			}})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("serve stopped before listening: %v", err)
-	}
-	return &chaosProc{name: name, readURL: "http://" + addrs["read"], adminURL: "http://" + addrs["admin"], log: log}
+	svc := apptest.StartWith(t, app.Config{DatabaseURL: u.String(), AdminToken: chaosAdminToken, RateLimit: 100000})
+	return &chaosProc{name: name, readURL: svc.ReadURL, adminURL: svc.AdminURL, log: log}
 }
 
 const chaosAdminToken = "chaos-admin-token-0123456789"

@@ -31,14 +31,25 @@ type Service struct {
 func Start(t *testing.T, rateLimit int) *Service {
 	t.Helper()
 	dbURL := pgtest.NewDatabase(t)
-	cfg := app.Config{
-		DatabaseURL:      dbURL,
-		ReadAddr:         "127.0.0.1:0",
-		AdminAddr:        "127.0.0.1:0",
-		AdminToken:       AdminToken,
-		DataDir:          t.TempDir(),
-		CanonicalBaseURL: "http://localhost:8080",
-		RateLimit:        rateLimit,
+	return StartWith(t, app.Config{DatabaseURL: dbURL, AdminToken: AdminToken, RateLimit: rateLimit})
+}
+
+// StartWith is Start on cfg, whose DatabaseURL, AdminToken and RateLimit it keeps: the
+// addresses are loopback ports of its own, DATA_DIR a directory of the test's, and the
+// canonical base URL http://localhost:8080, unless cfg gives them.
+func StartWith(t *testing.T, cfg app.Config) *Service {
+	t.Helper()
+	if cfg.ReadAddr == "" {
+		cfg.ReadAddr = "127.0.0.1:0"
+	}
+	if cfg.AdminAddr == "" {
+		cfg.AdminAddr = "127.0.0.1:0"
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	if cfg.CanonicalBaseURL == "" {
+		cfg.CanonicalBaseURL = "http://localhost:8080"
 	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
@@ -71,7 +82,7 @@ func Start(t *testing.T, rateLimit int) *Service {
 	case <-time.After(2 * time.Minute): // only so that a broken start cannot hang the suite
 		t.Fatal("serve did not start listening")
 	}
-	return &Service{ReadURL: "http://" + addrs["read"], AdminURL: "http://" + addrs["admin"], DatabaseURL: dbURL}
+	return &Service{ReadURL: "http://" + addrs["read"], AdminURL: "http://" + addrs["admin"], DatabaseURL: cfg.DatabaseURL}
 }
 
 // Admin calls the admin API with the admin token and returns the status and body.
