@@ -221,12 +221,29 @@ func comparePlace(p placePair, diffs *limited) error {
 	}
 	for _, c := range placeColumns(got, want) {
 		if !unserved[c.name] && c.differs() {
+			// A row stored before views kept its document as jsonb printed it when migration
+			// 0011 made the column text (keys reordered, spaces added): the read API decodes it,
+			// so its value is what is served.
+			if c.name == "doc" && !p.views && sameJSON(got.Doc, want.Doc) {
+				continue
+			}
 			g, w := c.excerpts()
 			diffs.differ("place %s: the catalog read model has %s %s, its import v%d (position %d) says %s",
 				want.PlaceID, c.name, g, e.Version, e.Position, w)
 		}
 	}
 	return nil
+}
+
+// sameJSON reports whether two JSON texts hold the same value.
+func sameJSON(a, b string) bool {
+	var va, vb any
+	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
+		return false
+	}
+	ja, errA := json.Marshal(va)
+	jb, errB := json.Marshal(vb)
+	return errA == nil && errB == nil && string(ja) == string(jb)
 }
 
 // renderedAt is an instant of the stored trust window of a place's row, (TrustFrom,
