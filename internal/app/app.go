@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -153,10 +154,32 @@ func reportIndexWrites(index placeindex.Index, cfg Config, log *logrus.Logger) {
 			e.Info("place index: writing DATA_DIR's place index to disk again; it holds everything served meanwhile")
 			return
 		}
-		e.WithError(err).Error("place index: cannot write DATA_DIR's place index to disk (is its disk full?): " +
+		e.WithError(err).Error("place index: cannot write DATA_DIR's place index to disk (" + writeFailureCause(err) + "): " +
 			"it serves imports from memory meanwhile, place lists with q may answer 503, and a restart before it is written " +
-			"replays them from the database; free space on DATA_DIR's disk, and it is written by itself (retrying)")
+			"replays them from the database; once DATA_DIR can be written again, it is written by itself (retrying)")
 	})
+}
+
+// writeFailureCause names what a failed write of DATA_DIR says of its cause. bleve reports
+// its writes' errors as text (the system's error wrapped with %v), so they are told apart by
+// the system's own words.
+func writeFailureCause(err error) string {
+	msg := err.Error()
+	has := func(errs ...syscall.Errno) bool {
+		for _, e := range errs {
+			if errors.Is(err, e) || strings.Contains(msg, e.Error()) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has(syscall.ENOSPC, syscall.EDQUOT):
+		return "its disk is full: free space on it"
+	case has(syscall.EROFS, syscall.EACCES, syscall.EPERM):
+		return "DATA_DIR is read-only or not writable by this process: make it writable"
+	}
+	return "see the error: a full disk, a read-only or failing one"
 }
 
 // claimPlaceIndex makes sure the place index is this database's before serve feeds it
