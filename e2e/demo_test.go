@@ -22,6 +22,7 @@ func TestTheCurlLinePrintedByDemoDataAnswers200(t *testing.T) {
 	cmd.Env = childEnv(map[string]string{"DATABASE_URL": dbURL, "DATA_DIR": t.TempDir(), "READ_ADDR": addr,
 		"CANONICAL_BASE_URL": "https://api.example.com"})
 	out, err := cmd.CombinedOutput()
+	noRace(t, "kyapi demo-data", string(out))
 	if err != nil {
 		t.Fatalf("kyapi demo-data: %v\n%s", err, out)
 	}

@@ -65,7 +65,11 @@ func kyapiBinary(t testing.TB) string {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Dir(filepath.Dir(file))
 		binPath = filepath.Join(workDir, "kyapi")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/kyapi")
+		args := []string{"build", "-o", binPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/kyapi")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build ./cmd/kyapi: %v\n%s", err, out)
@@ -75,6 +79,15 @@ func kyapiBinary(t testing.TB) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+// noRace fails the test if out, the output of a kyapi process, holds a race detector report
+// (only a binary built with -race prints one: raceBuild).
+func noRace(t testing.TB, what, out string) {
+	t.Helper()
+	if strings.Contains(out, "WARNING: DATA RACE") {
+		t.Errorf("%s: the race detector reported a data race:\n%s", what, out)
+	}
 }
 
 // catalogPlace is what the tests need to know of an imported place.
@@ -172,6 +185,7 @@ func runKyapiWith(t testing.TB, vars map[string]string, args ...string) (string,
 	vars["DATA_DIR"] = t.TempDir()
 	cmd.Env = childEnv(vars)
 	out, err := cmd.CombinedOutput()
+	noRace(t, "kyapi "+strings.Join(args, " "), string(out))
 	var exit *exec.ExitError
 	switch {
 	case errors.As(err, &exit):
@@ -296,6 +310,7 @@ func launchServe(t testing.TB, cfg serveConfig) *service {
 	}()
 	t.Cleanup(func() {
 		s.Stop()
+		noRace(t, "kyapi serve "+cfg.Name, s.Output())
 		if t.Failed() {
 			t.Logf("output of kyapi serve %s:\n%s", cfg.Name, s.Output())
 		}

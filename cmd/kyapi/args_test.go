@@ -126,6 +126,7 @@ func TestACommandsHelpFlagPrintsItsUsageAndExitsZero(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
+		noRace(t, "kyapi "+strings.Join(args, " "), stderr.String())
 		if err != nil || !strings.HasPrefix(string(out), "usage: kyapi "+args[0]) {
 			t.Fatalf("kyapi %s: %v; standard output:\n%s\nstandard error:\n%s", strings.Join(args, " "), err, out, stderr.String())
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -33,7 +34,11 @@ func kyapiBinary(t *testing.T) string {
 			return
 		}
 		kyapiBinPath = filepath.Join(dir, "kyapi")
-		out, err := exec.Command("go", "build", "-o", kyapiBinPath, ".").CombinedOutput()
+		args := []string{"build", "-o", kyapiBinPath}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
 			kyapiBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -42,6 +47,15 @@ func kyapiBinary(t *testing.T) string {
 		t.Fatal(kyapiBuildErr)
 	}
 	return kyapiBinPath
+}
+
+// noRace fails the test if out, the output of a kyapi process, holds a race detector report
+// (only a binary built with -race prints one: raceBuild).
+func noRace(t *testing.T, what, out string) {
+	t.Helper()
+	if strings.Contains(out, "WARNING: DATA RACE") {
+		t.Errorf("%s: the race detector reported a data race:\n%s", what, out)
+	}
 }
 
 // kyapiEnv is a minimal environment plus vars: nothing of kyapi's configuration leaks in
@@ -112,6 +126,7 @@ func startKyapiIn(t *testing.T, dir string, vars map[string]string, args ...stri
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}
+		noRace(t, "kyapi "+strings.Join(args, " "), p.output())
 	})
 	return p
 }
