@@ -25,6 +25,15 @@ var (
 )
 
 // kyapiBinary builds ./cmd/kyapi once per test binary.
+// TestMain removes the binary kyapiBinary built, with its directory, once the tests are done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if kyapiBinPath != "" {
+		_ = os.RemoveAll(filepath.Dir(kyapiBinPath))
+	}
+	os.Exit(code)
+}
+
 func kyapiBinary(t *testing.T) string {
 	t.Helper()
 	kyapiBuildOnce.Do(func() {
