@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kyapi/kyapi/audit"
 	"github.com/kyapi/kyapi/commands"
@@ -108,16 +109,7 @@ func TestPlacesTheReadAPIRendersFromTheirDocumentAuditForWhatItServes(t *testing
 			WHERE detail_json IS NOT NULL`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			pool := pgtest.NewPool(t)
-			imp := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return noon }}
-			var demo bytes.Buffer
-			if _, err := demodata.Write(&demo, demodata.Config{Places: 30, Today: noon.Truncate(24 * time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := imp.Handle(ctx, &demo, eventstore.Metadata{}); err != nil {
-				t.Fatal(err)
-			}
-			catchUp(t, pool)
+			pool := demoCatalog(t, 30)
 			tamper(t, pool, c.legacy)
 			if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 0 {
 				t.Fatalf("places the read API renders from their document: %s", out)
@@ -136,16 +128,7 @@ func TestPlacesTheReadAPIRendersFromTheirDocumentAuditForWhatItServes(t *testing
 // audit of a database carried over from before 0011 is clean; a document that says something
 // else is still a difference.
 func TestAPlaceDocumentStoredAsJSONBBeforeMigration0011AuditsClean(t *testing.T) {
-	pool := pgtest.NewPool(t)
-	imp := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return noon }}
-	var demo bytes.Buffer
-	if _, err := demodata.Write(&demo, demodata.Config{Places: 30, Today: noon.Truncate(24 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := imp.Handle(ctx, &demo, eventstore.Metadata{}); err != nil {
-		t.Fatal(err)
-	}
-	catchUp(t, pool)
+	pool := demoCatalog(t, 30)
 	// What migration 0011 left of a row the catalog projection wrote before it.
 	tamper(t, pool, `UPDATE rm_places SET doc = doc::jsonb::text, row_json = NULL, detail_json = NULL, trust_from = NULL,
 		trust_until = NULL, menu_json = NULL, menu_items = 0, reviews_json = NULL`)
@@ -157,4 +140,21 @@ func TestAPlaceDocumentStoredAsJSONBBeforeMigration0011AuditsClean(t *testing.T)
 	if rep, out := run(t, pool, audit.Options{}); len(rep.Differences) != 1 || !strings.Contains(out, "has doc") {
 		t.Fatalf("a document of another name on such a row: %s", out)
 	}
+}
+
+// demoCatalog is a fresh database holding a demo catalog of n places, imported at noon, its
+// read models caught up.
+func demoCatalog(t *testing.T, n int) *pgxpool.Pool {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	imp := commands.ImportCatalog{Store: eventstore.New(pool), Clock: func() time.Time { return noon }}
+	var demo bytes.Buffer
+	if _, err := demodata.Write(&demo, demodata.Config{Places: n, Today: noon.Truncate(24 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := imp.Handle(ctx, &demo, eventstore.Metadata{}); err != nil {
+		t.Fatal(err)
+	}
+	catchUp(t, pool)
+	return pool
 }
